@@ -1,0 +1,155 @@
+/**
+ * Decoding the BabelQueue wire envelope (schema_version 1) from an untrusted queue body.
+ *
+ * Accepts a JSON string, UTF-8 bytes, or an already-parsed object (Cloudflare Queues'
+ * `contentType: "json"`), and accepts or rejects exactly as BabelQueue consumers do:
+ * `job` (or `urn` as an inbound alias) a non-empty string; `trace_id` a non-blank string;
+ * `data` an object; `meta` an object with `schema_version === 1`; `attempts` an integer >= 0.
+ * Unknown fields are kept (the envelope is additive, e.g. `dead_letter`).
+ *
+ * Decoding never throws and never mutates its input: every rejection is a `reason` a person
+ * can act on. Untrusted objects are read only through own data properties, so a `__proto__`
+ * key stays an ordinary key and a hostile getter or proxy is a rejection, not a crash.
+ *
+ * What this is *not*: JSON Schema validation of `meta`'s descriptive fields (`queue`, `lang`,
+ * `created_at`) or of `data`. Consumers tolerate those; so do we.
+ */
+
+/** The envelope's immutable, producer-set metadata. */
+export interface EnvelopeMeta {
+  /** Unique id of this message: the dedupe key. */
+  readonly id?: string;
+  readonly queue?: string;
+  readonly lang?: string;
+  readonly schema_version: 1;
+  readonly created_at?: number;
+  readonly [field: string]: unknown;
+}
+
+/** A decoded BabelQueue envelope. `job` is always set (copied from `urn` when only the alias came). */
+export interface Envelope<Data extends Record<string, unknown> = Record<string, unknown>> {
+  readonly job: string;
+  readonly trace_id: string;
+  readonly data: Data;
+  readonly meta: EnvelopeMeta;
+  /** The body's own transport retry counter. Handlers see the reconciled count in their context. */
+  readonly attempts: number;
+  readonly [field: string]: unknown;
+}
+
+/** The outcome of decoding one body. */
+export type Decoded<Message> =
+  | { readonly ok: true; readonly message: Message }
+  | { readonly ok: false; readonly reason: string };
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Reads an own data property only: never a getter, never the prototype chain. */
+function own(record: Record<string, unknown>, field: string): unknown {
+  const descriptor = Object.getOwnPropertyDescriptor(record, field);
+  return descriptor && "value" in descriptor ? descriptor.value : undefined;
+}
+
+/** Turns a queue body (string, bytes or parsed JSON) into a JSON value, or a reason why not. */
+export function parseBody(body: unknown): Decoded<unknown> {
+  let text: string;
+  if (typeof body === "string") {
+    text = body;
+  } else if (body instanceof ArrayBuffer || ArrayBuffer.isView(body)) {
+    const bytes =
+      body instanceof ArrayBuffer ? new Uint8Array(body) : new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
+    try {
+      text = utf8.decode(bytes);
+    } catch {
+      return { ok: false, reason: "body bytes are not valid UTF-8" };
+    }
+  } else if (body === undefined || body === null) {
+    return { ok: false, reason: "body is empty" };
+  } else {
+    return { ok: true, message: body };
+  }
+  if (text.trim() === "") return { ok: false, reason: "body is empty" };
+  try {
+    return { ok: true, message: JSON.parse(text) as unknown };
+  } catch (error) {
+    const detail = error instanceof RangeError ? "nested too deeply" : "not valid JSON";
+    return { ok: false, reason: `body is ${detail}` };
+  }
+}
+
+function checkEnvelope(value: unknown): Decoded<Envelope> {
+  if (!isRecord(value)) return { ok: false, reason: "body is not a JSON object" };
+  const job = own(value, "job");
+  const urn = own(value, "urn");
+  let identity: string;
+  if (typeof job === "string" && job !== "") identity = job;
+  else if (job === undefined && typeof urn === "string" && urn !== "") identity = urn;
+  else if (job !== undefined) return { ok: false, reason: "'job' must be a non-empty string" };
+  else return { ok: false, reason: "no 'job' or 'urn': the message has no identity" };
+
+  const meta = own(value, "meta");
+  if (!isRecord(meta)) return { ok: false, reason: "'meta' must be an object" };
+  const version = own(meta, "schema_version");
+  if (version !== 1) {
+    return {
+      ok: false,
+      reason: `meta.schema_version ${version === undefined ? "is missing" : `is ${safeShow(version)}`}; only 1 is supported`,
+    };
+  }
+  const traceId = own(value, "trace_id");
+  if (typeof traceId !== "string" || traceId.trim() === "") {
+    return { ok: false, reason: "'trace_id' must be a non-blank string" };
+  }
+  const data = own(value, "data");
+  if (!isRecord(data)) return { ok: false, reason: "'data' must be an object" };
+  const attempts = own(value, "attempts");
+  if (typeof attempts !== "number" || !Number.isSafeInteger(attempts) || attempts < 0) {
+    return { ok: false, reason: "'attempts' must be an integer >= 0" };
+  }
+  // A shallow copy: the caller's object is never mutated, and spreading defines "__proto__"
+  // as an own property rather than setting a prototype.
+  const envelope: Envelope = { ...value, job: identity, trace_id: traceId, data, meta: meta as EnvelopeMeta, attempts };
+  return { ok: true, message: envelope };
+}
+
+/** A short, payload-free rendering of a scalar for a rejection reason. */
+function safeShow(value: unknown): string {
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (value === null) return "null";
+  return `a ${Array.isArray(value) ? "array" : typeof value}`;
+}
+
+/** Decodes a queue body into a BabelQueue envelope. Never throws. */
+export function decodeEnvelope(body: unknown): Decoded<Envelope> {
+  try {
+    const parsed = parseBody(body);
+    return parsed.ok ? checkEnvelope(parsed.message) : parsed;
+  } catch {
+    // A hostile proxy or getter threw while we looked at it.
+    return { ok: false, reason: "body could not be read as an object" };
+  }
+}
+
+/**
+ * The dedupe key of an envelope: `meta.id` verbatim, only when it is a non-empty string.
+ * Anything else means "no usable id" and the message runs without dedupe (fail-open).
+ */
+export function messageId(envelope: Envelope): string | undefined {
+  const id = own(envelope.meta as Record<string, unknown>, "id");
+  return typeof id === "string" && id !== "" ? id : undefined;
+}
+
+/**
+ * Attempts as the handler should see them: the larger of the body's counter and the runtime's
+ * native redelivery count (0-based). A missing or garbage native count is ignored; the body's
+ * count is never lowered. (Manifest block `sqs.attempts_reconciliation`.)
+ */
+export function reconcileAttempts(bodyAttempts: number, nativeRetries: number | undefined): number {
+  const body = Number.isSafeInteger(bodyAttempts) && bodyAttempts > 0 ? bodyAttempts : 0;
+  if (nativeRetries === undefined || !Number.isSafeInteger(nativeRetries) || nativeRetries < 0) return body;
+  return Math.max(body, nativeRetries);
+}

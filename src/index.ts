@@ -1,0 +1,53 @@
+/**
+ * babelqueue-serverless — the runtime-free core: the store contract, envelope decoding, the
+ * one-message decision, the batch engine, `wrap`, and `InMemoryStore`.
+ *
+ * Runtime adapters and backend stores live behind their own subpaths
+ * (`/lambda`, `/cloudflare`, `/dynamodb`, `/upstash`), so this entry has no dependency at all.
+ */
+export {
+  type Claim,
+  type ClaimRef,
+  type ClaimStatus,
+  type ClaimingStore,
+  type Store,
+  type StoreWindows,
+  DEFAULT_LEASE_MS,
+  DEFAULT_RETENTION_MS,
+  isClaimingStore,
+} from "./contract.js";
+export {
+  type DecisionPolicy,
+  type DedupeMode,
+  type MessageResult,
+  type ResultStatus,
+} from "./decision.js";
+export {
+  BatchEngine,
+  type Delivery,
+  type EngineEvent,
+  type EngineOptions,
+  type Handler,
+  type HandlerContext,
+  type ProcessOptions,
+} from "./engine.js";
+export {
+  type Decoded,
+  type Envelope,
+  type EnvelopeMeta,
+  decodeEnvelope,
+  messageId,
+  parseBody,
+  reconcileAttempts,
+} from "./envelope.js";
+export {
+  BabelQueueServerlessError,
+  GroupBlockedError,
+  InvalidMessageError,
+  InvalidOptionError,
+  StoreUnavailableError,
+} from "./errors.js";
+export { checkNamespace, keyPart, sha256Base64url, storeKey, utf8Length } from "./keys.js";
+export { InMemoryStore, type InMemoryStoreOptions } from "./memory-store.js";
+export { checkMs, resolveWindows } from "./windows.js";
+export { type WrapDelivery, type WrappedHandler, wrap } from "./wrap.js";

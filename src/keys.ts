@@ -1,0 +1,72 @@
+/**
+ * Store keys: how a (namespace, id) pair becomes one backend key, the same way in every store.
+ *
+ * Layout: `{namespace}:{id}`. It is unambiguous because a namespace may not contain `:`,
+ * so the namespace always ends at the first colon, whatever the id holds (an id may itself
+ * look like `other-namespace:x`).
+ *
+ * Any string id works. An id whose UTF-8 form is longer than the backend allows is replaced
+ * by `#` + the base64url SHA-256 of the id (43 characters). Literal ids that begin with `#` are
+ * hashed too, so a raw id can never collide with the hash of another one.
+ *
+ * What this is *not*: an encoding a backend can reverse. Stores keep what they need to answer
+ * the contract; nobody needs the id back from the key.
+ */
+import { InvalidOptionError } from "./errors.js";
+
+const encoder = new TextEncoder();
+const NAMESPACE_PATTERN = /^[A-Za-z0-9_.\-/]{0,200}$/;
+
+/** Checks a namespace once, at store construction. Throws `InvalidOptionError`. */
+export function checkNamespace(namespace: string): string {
+  if (typeof namespace !== "string" || !NAMESPACE_PATTERN.test(namespace)) {
+    throw new InvalidOptionError(
+      "namespace",
+      "must be 0-200 characters of A-Z a-z 0-9 _ . - / (no ':', which separates namespace and id)",
+    );
+  }
+  return namespace;
+}
+
+/** UTF-8 length of a string, without allocating for pure-ASCII strings. */
+export function utf8Length(value: string): number {
+  // eslint-disable-next-line no-control-regex
+  return /^[\x00-\x7f]*$/.test(value) ? value.length : encoder.encode(value).length;
+}
+
+function base64url(bytes: Uint8Array): string {
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** SHA-256 of a string, base64url without padding (43 characters). Web Crypto: Node 20+ and workerd. */
+export async function sha256Base64url(value: string): Promise<string> {
+  const digest = await globalThis.crypto.subtle.digest("SHA-256", encoder.encode(value));
+  return base64url(new Uint8Array(digest));
+}
+
+/**
+ * The id part of a key: the id itself when it fits in `maxIdBytes` UTF-8 bytes and does not
+ * begin with `#`; otherwise `#` + its SHA-256.
+ */
+export async function keyPart(id: string, maxIdBytes: number): Promise<string> {
+  if (!id.startsWith("#") && utf8Length(id) <= maxIdBytes) return id;
+  return `#${await sha256Base64url(id)}`;
+}
+
+/**
+ * The backend key of `id` in `namespace` (already checked with `checkNamespace`), such that
+ * the whole key, `prefix` included, never exceeds `maxKeyBytes` UTF-8 bytes.
+ */
+export async function storeKey(
+  namespace: string,
+  id: string,
+  maxKeyBytes: number,
+  prefix = "",
+): Promise<string> {
+  const head = `${prefix}${namespace}:`;
+  const room = maxKeyBytes - utf8Length(head);
+  if (room < 44) throw new InvalidOptionError("namespace", `leaves no room for a key within ${maxKeyBytes} bytes`);
+  return head + (await keyPart(id, room));
+}
