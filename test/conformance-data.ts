@@ -1,0 +1,84 @@
+/// <reference types="vite/client" />
+/**
+ * BabelQueue's conformance data, read from `../shared/conformance` (relative to the project
+ * root) at transform time through `import.meta.glob`, so the same module works in Node and
+ * inside workerd (no `fs`). Never copied into the project.
+ *
+ * On a user's machine the folder is absent: `manifest` is undefined and the runners say they
+ * were skipped. In CI (`CI` set) the folder must be there, and its absence fails the run.
+ */
+
+export interface ManifestCase {
+  name: string;
+  file: string;
+  valid: boolean;
+  description?: string;
+  reason?: string;
+  expect?: Record<string, unknown>;
+}
+
+export interface SequenceDelivery {
+  meta_id: string;
+  expect_effect: "run" | "skip";
+  outcome?: "ok" | "throw";
+  forget_before?: boolean;
+}
+
+export interface SequenceCase {
+  name: string;
+  description: string;
+  deliveries: SequenceDelivery[];
+  expected_effects: number;
+}
+
+export interface AttemptsCase {
+  name: string;
+  body_attempts: number;
+  approximate_receive_count: string | null;
+  expected_attempts: number;
+}
+
+export interface Manifest {
+  cases: ManifestCase[];
+  idempotency: {
+    dedup_key: { envelope_file: string; key_field: string; expected_key: string };
+    sequences: { cases: SequenceCase[] };
+  };
+  sqs: { attempts_reconciliation: { cases: AttemptsCase[] } };
+}
+
+const manifests = import.meta.glob<Manifest>("../../shared/conformance/manifest.json", {
+  eager: true,
+  import: "default",
+});
+const fixtureFiles = import.meta.glob<Record<string, unknown>>("../../shared/conformance/fixtures/*.json", {
+  eager: true,
+  import: "default",
+});
+
+/** The manifest, or undefined when the conformance folder is absent. */
+export const manifest: Manifest | undefined = Object.values(manifests)[0];
+
+/** A fixture by its manifest path (`fixtures/order-created.json`), as a fresh deep copy. */
+export function fixture(file: string): Record<string, unknown> {
+  const found = Object.entries(fixtureFiles).find(([path]) => path.endsWith(`/conformance/${file}`));
+  if (found === undefined) throw new Error(`conformance fixture ${file} not found`);
+  return structuredClone(found[1]);
+}
+
+/** The raw bytes of a fixture as the wire carries them (JSON text). */
+export function fixtureText(file: string): string {
+  return JSON.stringify(fixture(file));
+}
+
+const inCI = Boolean((globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.CI);
+
+/**
+ * Why the conformance runners are skipped, or undefined when the data is present. Throws in CI,
+ * where a missing folder means a broken checkout, not a user's machine.
+ */
+export function conformanceSkipReason(): string | undefined {
+  if (manifest !== undefined) return undefined;
+  if (inCI) throw new Error("../shared/conformance/manifest.json is missing, and CI must run the conformance cases");
+  return "skipped: ../shared/conformance is absent (it is present in CI)";
+}

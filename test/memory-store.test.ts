@@ -1,0 +1,47 @@
+import { describe, expect, it } from "vitest";
+import { InMemoryStore } from "../src/memory-store.js";
+import { InvalidOptionError } from "../src/errors.js";
+import { testStore } from "./store-contract.js";
+
+let now = 1_700_000_000_000;
+
+testStore("InMemoryStore (fake clock)", {
+  claims: true,
+  clock: "fake",
+  make: (options) => new InMemoryStore({ ...options, now: () => now }),
+  advance: (ms) => {
+    now += ms;
+  },
+});
+
+testStore("InMemoryStore (real clock)", {
+  claims: true,
+  clock: "real",
+  make: (options) => new InMemoryStore(options),
+});
+
+describe("InMemoryStore specifics", () => {
+  it("rejects bad options with a typed error", () => {
+    expect(() => new InMemoryStore({ namespace: "a:b" })).toThrow(InvalidOptionError);
+    expect(() => new InMemoryStore({ leaseMs: 0 })).toThrow(/leaseMs/);
+    expect(() => new InMemoryStore({ retentionMs: Number.NaN })).toThrow(/retentionMs/);
+  });
+
+  it("sweeps expired entries so memory is bounded by the live ids", async () => {
+    let clock = 0;
+    const store = new InMemoryStore({ now: () => clock, retentionMs: 1_000, leaseMs: 1_000 });
+    for (let i = 0; i < 5_000; i += 1) {
+      await store.claim(`id-${i}`);
+      if (i % 2 === 0) await store.remember(`id-${i}`);
+      clock += 1;
+    }
+    clock += 2_000;
+    expect(store.size).toBe(0);
+  });
+
+  it("defaults to a 60 s lease and a 4-day retention", () => {
+    const store = new InMemoryStore();
+    expect(store.leaseMs).toBe(60_000);
+    expect(store.retentionMs).toBe(4 * 24 * 3600 * 1000);
+  });
+});
