@@ -315,7 +315,11 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
       const answers = await this.#gateStep("claim", keys, store.claimMany?.bind(store), (key) => store.claim(key, leaseMs), leaseMs);
       items.forEach((item, i) => {
         const answer = answers[i] as { ok: true; value: unknown } | { ok: false; error: unknown };
-        if (answer.ok && isClaim(answer.value)) item.gate = { kind: "claim", claim: answer.value };
+        if (answer.ok && isClaim(answer.value)) {
+          item.gate = { kind: "claim", claim: answer.value };
+          // Held from here on: whatever happens next, this claim is committed or released.
+          if (answer.value.status === "claimed") item.token = answer.value.token;
+        }
         else item.gate = { kind: "store-error", mode: "claim", error: answer.ok ? malformed("claim") : answer.error };
       });
     } else {
@@ -387,7 +391,6 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
       return;
     }
     item.dedupe = step.dedupe;
-    item.token = step.token;
     let outcome: { ok: true } | { ok: false; error: unknown };
     try {
       const context = { ...item.delivery.context, key: item.key, attempts: item.attempts, dedupe: step.dedupe };
