@@ -4,7 +4,7 @@
  * real-backend outage tests live with each store.
  */
 import { describe, expect, it } from "vitest";
-import type { ClaimingStore, Store } from "../src/contract.js";
+import type { Claim, ClaimingStore, Store } from "../src/contract.js";
 import { BatchEngine, type Delivery, type EngineEvent } from "../src/engine.js";
 import { GroupBlockedError, InvalidMessageError, InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
 import { InMemoryStore } from "../src/memory-store.js";
@@ -38,6 +38,22 @@ function counted<S extends Store>(store: S): { store: S; calls: Record<string, n
     },
   });
   return { store: proxy, calls };
+}
+
+/** The store's methods bound to it, with some replaced. */
+function override(store: InMemoryStore, methods: Partial<ClaimingStore>): ClaimingStore {
+  return {
+    seen: (id) => store.seen(id),
+    seenMany: (ids) => store.seenMany(ids),
+    remember: (id) => store.remember(id),
+    rememberMany: (ids) => store.rememberMany(ids),
+    forget: (id) => store.forget(id),
+    claim: (id, lease) => store.claim(id, lease),
+    claimMany: (ids, lease) => store.claimMany(ids, lease),
+    release: (id, token) => store.release(id, token),
+    releaseMany: (claims) => store.releaseMany(claims),
+    ...methods,
+  };
 }
 
 /** Hides the batch forms, leaving only the per-id methods. */
@@ -141,6 +157,25 @@ describe("the decision table", () => {
     expect(results[0]?.error).toBeInstanceOf(StoreUnavailableError);
   });
 
+  it("retries a failed commit step before reporting commit-failed", async () => {
+    const store = new InMemoryStore();
+    let failures = 2;
+    const flaky = override(store, {
+      rememberMany: async (ids: readonly string[]) => {
+        if (failures-- > 0) throw new StoreUnavailableError("test", "rememberMany", "throttled (simulated)");
+        return store.rememberMany(ids);
+      },
+    });
+    const events: EngineEvent[] = [];
+    const results = await new BatchEngine(flaky, () => {}, { observe: (e) => events.push(e) }).process(deliveries([envelope("cr1"), envelope("cr2")]));
+    expect(results.map((r) => r.status)).toEqual(["ran", "ran"]);
+    expect(await store.seen("cr1")).toBe(true);
+    expect(events.filter((e) => e.type === "store-error")).toHaveLength(2);
+    failures = 1;
+    const noRetry = await new BatchEngine(flaky, () => {}, { commitRetries: 0 }).process(deliveries([envelope("cr3")]));
+    expect(noRetry[0]?.status).toBe("commit-failed");
+  });
+
   it("fails closed when the store is unreachable at the gate: not run, not acked", async () => {
     let runs = 0;
     const store = failing(new InMemoryStore(), ["claim", "claimMany", "seen", "seenMany"]);
@@ -178,11 +213,10 @@ describe("the decision table", () => {
 
   it("reads a store answer of the wrong shape as a store error, not a crash", async () => {
     const store = new InMemoryStore();
-    const broken = Object.assign(Object.create(store) as InMemoryStore, {
-      claimMany: async () => [{ status: "maybe" }],
-    });
+    const broken = override(store, { claimMany: async () => [{ status: "maybe" } as unknown as Claim] });
     const [result] = await new BatchEngine(broken, () => {}).process(deliveries([envelope("w")]));
     expect(result).toMatchObject({ status: "failed", ack: false, handlerRan: false });
+    expect((result?.error as Error).message).toMatch(/wrong shape/);
   });
 });
 
@@ -336,6 +370,7 @@ describe("the batch engine", () => {
   it("rejects bad options at construction, with typed errors", () => {
     const store = new InMemoryStore();
     expect(() => new BatchEngine(store, () => {}, { concurrency: 0 })).toThrow(InvalidOptionError);
+    expect(() => new BatchEngine(store, () => {}, { commitRetries: -1 })).toThrow(/commitRetries/);
     expect(() => new BatchEngine(store, () => {}, { leaseMs: -1 })).toThrow(/leaseMs/);
     expect(() => new BatchEngine(store, () => {}, { onInvalid: "ignore" as "drop" })).toThrow(/onInvalid/);
     expect(() => new BatchEngine({} as Store, () => {})).toThrow(/store/);

@@ -1,0 +1,91 @@
+/**
+ * Store fault injection for the reliability suite: errors before the backend is reached,
+ * errors after it applied the call (the response was lost), timeouts, latency spikes, and a
+ * whole outage switch.
+ *
+ * This is a wrapper, not a mock: every call that is not failed goes to the real store. It exists
+ * because a real backend cannot be made to lose a response *after* applying a write on demand;
+ * plain outages of the real backends are tested with the backends themselves.
+ */
+import type { Claim, ClaimRef, ClaimingStore, Store } from "../../src/contract.js";
+import { isClaimingStore } from "../../src/contract.js";
+import { StoreUnavailableError } from "../../src/errors.js";
+
+export interface FaultRates {
+  /** Fails before the backend is reached. */
+  error?: number;
+  /** Reaches the backend, then loses the answer (the write took effect). */
+  lostResponse?: number;
+  /** Hangs for `timeoutMs`, then fails (unknown whether the write took effect: it did not). */
+  timeout?: number;
+  /** Answers correctly after `spikeMs`. */
+  spike?: number;
+  timeoutMs?: number;
+  spikeMs?: number;
+}
+
+export interface FaultSwitch {
+  /** While true every call fails before reaching the backend. */
+  down: boolean;
+  /** Faults injected so far, by kind. */
+  readonly injected: Record<string, number>;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export function withFaults<S extends Store>(store: S, rates: FaultRates, random: () => number): { store: S; faults: FaultSwitch } {
+  const faults: FaultSwitch = { down: false, injected: {} };
+  const count = (kind: string) => {
+    faults.injected[kind] = (faults.injected[kind] ?? 0) + 1;
+  };
+  const guard = async <T>(operation: string, call: () => Promise<T>): Promise<T> => {
+    if (faults.down) {
+      count("outage");
+      throw new StoreUnavailableError("faulty", operation, "store is down (outage)");
+    }
+    const roll = random();
+    let edge = rates.error ?? 0;
+    if (roll < edge) {
+      count("error");
+      throw new StoreUnavailableError("faulty", operation, "injected error");
+    }
+    edge += rates.lostResponse ?? 0;
+    if (roll < edge) {
+      count("lost-response");
+      await call();
+      throw new StoreUnavailableError("faulty", operation, "injected lost response");
+    }
+    edge += rates.timeout ?? 0;
+    if (roll < edge) {
+      count("timeout");
+      await sleep(rates.timeoutMs ?? 100);
+      throw new StoreUnavailableError("faulty", operation, "injected timeout");
+    }
+    edge += rates.spike ?? 0;
+    if (roll < edge) {
+      count("spike");
+      await sleep(rates.spikeMs ?? 50);
+    }
+    return call();
+  };
+  const base: Store = {
+    seen: (id) => guard("seen", () => store.seen(id)),
+    remember: (id) => guard("remember", () => store.remember(id)),
+    forget: (id) => guard("forget", () => store.forget(id)),
+    ...(store.seenMany ? { seenMany: (ids: readonly string[]) => guard("seenMany", () => (store.seenMany as NonNullable<Store["seenMany"]>).call(store, ids)) } : {}),
+    ...(store.rememberMany ? { rememberMany: (ids: readonly string[]) => guard("rememberMany", () => (store.rememberMany as NonNullable<Store["rememberMany"]>).call(store, ids)) } : {}),
+  };
+  if (!isClaimingStore(store)) return { store: base as S, faults };
+  const claiming: ClaimingStore = {
+    ...base,
+    claim: (id: string, leaseMs?: number): Promise<Claim> => guard("claim", () => store.claim(id, leaseMs)),
+    release: (id: string, token: string) => guard("release", () => store.release(id, token)),
+    ...(store.claimMany
+      ? { claimMany: (ids: readonly string[], leaseMs?: number) => guard("claimMany", () => (store.claimMany as NonNullable<ClaimingStore["claimMany"]>).call(store, ids, leaseMs)) }
+      : {}),
+    ...(store.releaseMany
+      ? { releaseMany: (claims: readonly ClaimRef[]) => guard("releaseMany", () => (store.releaseMany as NonNullable<ClaimingStore["releaseMany"]>).call(store, claims)) }
+      : {}),
+  };
+  return { store: claiming as unknown as S, faults };
+}
