@@ -53,8 +53,9 @@ describe("BabelQueue conformance: cases", () => {
     });
   }
 
+  const cases = manifest.cases;
   it("rejections name the problem (schema version, identity)", () => {
-    const reasons = manifest.cases
+    const reasons = cases
       .filter((c) => !c.valid)
       .map((c) => [c.name, decodeEnvelope(fixtureText(c.file))] as const);
     for (const [name, decoded] of reasons) {
