@@ -7,7 +7,8 @@
  *
  * Any string id works. An id whose UTF-8 form is longer than the backend allows is replaced
  * by `#` + the base64url SHA-256 of the id (43 characters). Literal ids that begin with `#` are
- * hashed too, so a raw id can never collide with the hash of another one.
+ * hashed too, so a raw id can never collide with the hash of another one, and so are ids with a
+ * lone surrogate, which UTF-8 backends would otherwise store as U+FFFD.
  *
  * What this is *not*: an encoding a backend can reverse. Stores keep what they need to answer
  * the contract; nobody needs the id back from the key.
@@ -42,16 +43,25 @@ function base64url(bytes: Uint8Array): string {
 
 /** SHA-256 of a string, base64url without padding (43 characters). Web Crypto: Node 20+ and workerd. */
 export async function sha256Base64url(value: string): Promise<string> {
-  const digest = await globalThis.crypto.subtle.digest("SHA-256", encoder.encode(value));
+  // UTF-8 cannot carry a lone surrogate (it would become U+FFFD and collide with other ids), so
+  // an ill-formed string is hashed through its lossless JSON escape instead.
+  const text = isWellFormed(value) ? value : JSON.stringify(value);
+  const digest = await globalThis.crypto.subtle.digest("SHA-256", encoder.encode(text));
   return base64url(new Uint8Array(digest));
 }
 
+/** True when the string has no lone surrogate, i.e. survives UTF-8 unchanged. */
+function isWellFormed(value: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(value);
+}
+
 /**
- * The id part of a key: the id itself when it fits in `maxIdBytes` UTF-8 bytes and does not
- * begin with `#`; otherwise `#` + its SHA-256.
+ * The id part of a key: the id itself when it fits in `maxIdBytes` UTF-8 bytes, does not begin
+ * with `#` and survives UTF-8 unchanged; otherwise `#` + its SHA-256.
  */
 export async function keyPart(id: string, maxIdBytes: number): Promise<string> {
-  if (!id.startsWith("#") && utf8Length(id) <= maxIdBytes) return id;
+  if (!id.startsWith("#") && utf8Length(id) <= maxIdBytes && isWellFormed(id)) return id;
   return `#${await sha256Base64url(id)}`;
 }
 

@@ -64,6 +64,9 @@ const ODD_IDS: readonly string[] = [
   "constructor",
   "a/b\\c?d=e&f#g%20",
   "\u{10FFFF}\uFFFD",
+  "lone\uD800surrogate",
+  "lone\uDC00surrogate",
+  "lone\uFFFDsurrogate",
 ];
 
 export function testStore<S extends Store>(name: string, harness: StoreHarness<S>): void {
@@ -146,6 +149,11 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
         await store.forget(ODD_IDS[2] as string);
         expect(await store.seen(ODD_IDS[2] as string)).toBe(false);
         expect(await store.seen(ODD_IDS[3] as string)).toBe(true);
+        // Lone surrogates must not fold into U+FFFD (a UTF-8 backend would store them so).
+        await store.forget("lone\uD800surrogate");
+        expect(await store.seen("lone\uD800surrogate")).toBe(false);
+        expect(await store.seen("lone\uDC00surrogate")).toBe(true);
+        expect(await store.seen("lone\uFFFDsurrogate")).toBe(true);
       });
 
       it("never confuses a raw id with the hashed key of a long id", async () => {
