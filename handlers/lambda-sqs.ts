@@ -1,0 +1,120 @@
+/**
+ * `sqsHandler`: an SQS-triggered AWS Lambda handler (export `babelqueue-serverless/lambda`).
+ *
+ * A thin adapter over the batch engine (src/engine.ts), which makes every decision:
+ * - each `SQSRecord` becomes a `Delivery`: its body; `redeliveries` = ApproximateReceiveCount − 1
+ *   when the count parses as an integer >= 1 (so the handler sees
+ *   attempts = max(body.attempts, ApproximateReceiveCount − 1)); a FIFO group = the record's
+ *   `MessageGroupId` when its source queue is a `.fifo` queue (a standard queue's message group, as
+ *   fair queues use it, promises no order, so it is not treated as one);
+ * - every result with `ack: false` (failed, in-flight, invalid unless dropped, store error,
+ *   FIFO-blocked) becomes a `batchItemFailures` entry, so only those messages return to the queue.
+ *   The event source mapping must have `functionResponseType: ReportBatchItemFailures`.
+ *
+ * The lease covers the invocation: `context.getRemainingTimeInMillis()` + `leaseMarginMs` (default
+ * 5 s, for clock skew between hosts and the time the commit itself takes), and never less than the
+ * `leaseMs` option. While this invocation may still be running, no other delivery can claim its ids;
+ * once Lambda has killed it, the lease ends soon after and a redelivery can run.
+ *
+ * The handler never throws for a record's sake. Should the engine itself fail unexpectedly, every
+ * record is reported as failed: nothing that was not processed is ever acknowledged.
+ *
+ * What this is *not*: a retry loop or a DLQ. Redelivery and dead-lettering are the queue's job
+ * (visibility timeout, `maxReceiveCount`, redrive policy).
+ */
+import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
+import type { Store } from "../src/contract.js";
+import type { MessageResult } from "../src/decision.js";
+import { BatchEngine, type Delivery, type EngineOptions, type Handler } from "../src/engine.js";
+import type { Envelope } from "../src/envelope.js";
+import { InvalidOptionError } from "../src/errors.js";
+
+/** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
+export interface SqsRuntimeContext {
+  /** The SQS record as Lambda delivered it. */
+  readonly record: SQSRecord;
+  /** The Lambda invocation's context. */
+  readonly lambdaContext: Context;
+}
+
+/** Options of `sqsHandler`: the store, the side effect, and the engine's options. */
+export interface SqsHandlerOptions<Message = Envelope> extends EngineOptions<Message> {
+  /** Where ids are claimed and committed: a `ClaimingStore` (DynamoDBStore, …) or a seen-set `Store`. */
+  store: Store;
+  /** The side effect. Throw to have the message retried. */
+  handle: Handler<Message, SqsRuntimeContext>;
+  /**
+   * Added to the invocation's remaining time to size the lease (ms). Default 5000. The lease is
+   * `max(leaseMs option, remaining time + leaseMarginMs)`; when the context has no remaining time,
+   * the `leaseMs` option or the store's default lease applies.
+   */
+  leaseMarginMs?: number;
+}
+
+export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
+
+const DEFAULT_LEASE_MARGIN_MS = 5_000;
+
+/** ApproximateReceiveCount − 1 when the attribute is an integer >= 1, else undefined (absent or garbage is ignored). */
+export function redeliveriesOf(record: SQSRecord): number | undefined {
+  const raw = (record.attributes as Partial<SQSRecord["attributes"]> | undefined)?.ApproximateReceiveCount as unknown;
+  if (typeof raw !== "string" || !/^\d+$/.test(raw)) return undefined;
+  const count = Number(raw);
+  return Number.isSafeInteger(count) && count >= 1 ? count - 1 : undefined;
+}
+
+/** The FIFO message group of a record from a `.fifo` queue, else undefined. */
+export function fifoGroupOf(record: SQSRecord): string | undefined {
+  const arn = record.eventSourceARN;
+  if (typeof arn !== "string" || !arn.endsWith(".fifo")) return undefined;
+  const group = (record.attributes as Partial<SQSRecord["attributes"]> | undefined)?.MessageGroupId;
+  return typeof group === "string" && group !== "" ? group : undefined;
+}
+
+function remainingMs(context: Context | undefined): number | undefined {
+  try {
+    const remaining = context?.getRemainingTimeInMillis?.();
+    return typeof remaining === "number" && Number.isFinite(remaining) && remaining > 0 ? remaining : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
+  return { itemIdentifier: String(record?.messageId ?? "") };
+}
+
+export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Message>): SqsHandler {
+  const { store, handle, leaseMarginMs = DEFAULT_LEASE_MARGIN_MS, ...engineOptions } = options;
+  if (typeof leaseMarginMs !== "number" || !Number.isFinite(leaseMarginMs) || leaseMarginMs < 0) {
+    throw new InvalidOptionError("leaseMarginMs", "must be a number of milliseconds >= 0");
+  }
+  const engine = new BatchEngine<Message, SqsRuntimeContext>(store, handle, engineOptions);
+
+  return async (event, lambdaContext) => {
+    const records: SQSRecord[] = Array.isArray(event?.Records) ? event.Records : [];
+    if (records.length === 0) return { batchItemFailures: [] };
+    try {
+      const deliveries: Delivery<SqsRuntimeContext>[] = records.map((record) => {
+        const redeliveries = redeliveriesOf(record);
+        const group = fifoGroupOf(record);
+        return {
+          body: record?.body,
+          context: { record, lambdaContext },
+          ...(redeliveries === undefined ? {} : { redeliveries }),
+          ...(group === undefined ? {} : { group }),
+        };
+      });
+      const remaining = remainingMs(lambdaContext);
+      const leaseMs =
+        remaining === undefined ? engineOptions.leaseMs : Math.max(engineOptions.leaseMs ?? 0, remaining + leaseMarginMs);
+      const results: MessageResult[] = await engine.process(deliveries, leaseMs === undefined ? {} : { leaseMs });
+      return {
+        batchItemFailures: records.flatMap((record, index) => (results[index]?.ack === true ? [] : [failure(record)])),
+      };
+    } catch {
+      // The engine never throws for a message; if it throws at all, nothing is known to be done.
+      return { batchItemFailures: records.map(failure) };
+    }
+  };
+}

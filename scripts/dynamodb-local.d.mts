@@ -1,0 +1,17 @@
+/** Types of scripts/dynamodb-local.mjs (DynamoDB Local for the tests and the demo). */
+export declare const emulatorDir: string;
+/** True when a `java` binary answers `java -version`. */
+export declare function hasJava(): boolean;
+/** Downloads and unpacks DynamoDB Local once (`npm pack amplify-dynamodb-simulator@2.9.30`); returns its directory. */
+export declare function ensureDynamoDBLocal(): string;
+/** A port nobody listens on right now, on 127.0.0.1. */
+export declare function freePort(): Promise<number>;
+export interface DynamoDBLocal {
+  /** e.g. http://127.0.0.1:41234 */
+  readonly endpoint: string;
+  readonly port: number;
+  /** Kills the JVM; resolves when it has exited. */
+  stop(): Promise<void>;
+}
+/** Starts DynamoDB Local in memory on a free loopback port and resolves once it accepts connections. */
+export declare function startDynamoDBLocal(options?: { timeoutMs?: number }): Promise<DynamoDBLocal>;

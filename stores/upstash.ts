@@ -1,0 +1,340 @@
+/**
+ * Redis stores: `UpstashRedisStore` (Upstash's REST API through `@upstash/redis`, for Workers and
+ * Lambda without a VPC) and `RedisStore` (the very same logic over a TCP client — ioredis,
+ * node-redis — for ElastiCache / Valkey / self-hosted Redis). One logic, two transports: every
+ * operation is one Lua script from `redis-scripts.ts`, run with EVALSHA (EVAL on NOSCRIPT).
+ *
+ * Contract (DESIGN §2, the same as `InMemoryStore`):
+ *   - key layout `{prefix}{namespace}:{id}` (`prefix` defaults to "bq:"), built by `storeKey`;
+ *     an id whose key would pass 512 bytes, or that starts with `#`, becomes `#` + its SHA-256.
+ *     With `hashTag: true` (TCP, Redis Cluster) the layout is `{prefix}{{namespace}}:{id}`.
+ *   - `claim` answers claimed / done / in-flight (+ the lease's remaining ms) in ONE command;
+ *     lease and retention are `PX` expiries on the Redis server's clock.
+ *   - `release` is a compare-and-delete on the fencing token; `remember` commits unconditionally.
+ *   - `claimMany` / `rememberMany` / `releaseMany` / `seenMany`: ONE command — one HTTP request
+ *     over REST — for the whole batch, so a batch of N new messages costs 2 requests.
+ *   - every failure (network, HTTP 4xx/5xx, Redis error, timeout, unexpected reply) becomes a
+ *     `StoreUnavailableError` whose message and `cause` carry neither the REST token, nor a fencing
+ *     token, nor the command's arguments.
+ *
+ * Redis Cluster (TCP only; Upstash needs nothing): a script may only touch keys of one hash slot.
+ * Single-id calls always work. The batch forms need `hashTag: true`, which puts every key of a
+ * namespace in one slot (so one shard serves that namespace); without it a batch across slots
+ * fails with CROSSSLOT, which the engine reports as a store error for the batch.
+ *
+ * What this is *not*: a connection manager. You create, configure and close the client; the store
+ * never logs. A call that timed out may still land on the server: a claim then simply expires with
+ * its lease, a commit or a release is as if it had answered.
+ */
+import type { Claim, ClaimRef, ClaimingStore, StoreWindows } from "../src/contract.js";
+import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
+import { checkNamespace, storeKey } from "../src/keys.js";
+import { checkMs, resolveWindows } from "../src/windows.js";
+import {
+  CLAIM,
+  FORGET,
+  type RedisScript,
+  type RedisScriptClient,
+  RELEASE,
+  REMEMBER,
+  SEEN,
+  runScript,
+} from "./redis-scripts.js";
+
+export type { RedisScriptClient } from "./redis-scripts.js";
+
+/** Longest key the stores write, prefix and namespace included (UTF-8 bytes). */
+export const MAX_REDIS_KEY_BYTES = 512;
+const DEFAULT_PREFIX = "bq:";
+const DEFAULT_TIMEOUT_MS = 5_000;
+const PREFIX_PATTERN = /^[A-Za-z0-9_.\-/:]{0,100}$/;
+
+/** Options shared by both Redis stores. */
+export interface RedisStoreCommonOptions extends StoreWindows {
+  /** Key prefix separating consumers that must each run their effect once. Default "". */
+  namespace?: string;
+  /** Put before every key, for sharing a database with other data. Default "bq:". `A-Z a-z 0-9 _ . - / :`, up to 100. */
+  prefix?: string;
+  /** Longest wait for one store call before it fails as unavailable (ms). Default 5000. */
+  timeoutMs?: number;
+}
+
+/** Options of `RedisStore` (any Redis client with `eval` / `evalsha`). */
+export interface RedisStoreOptions extends RedisStoreCommonOptions {
+  /**
+   * The client. Its `eval(script, keys, args)` and `evalsha(sha1, keys, args)` must resolve to the
+   * script's reply and reject on a Redis error whose message starts with the Redis error code
+   * (`NOSCRIPT ...`). `@upstash/redis` has this shape; for ioredis use `ioredisScriptClient(redis)`;
+   * for node-redis: `{ eval: (s, keys, args) => c.eval(s, { keys, arguments: args }),
+   * evalsha: (sha, keys, args) => c.evalSha(sha, { keys, arguments: args }) }`.
+   */
+  client: RedisScriptClient;
+  /** Redis Cluster: tag keys `{prefix}{{namespace}}:{id}` so a batch stays in one slot. Needs a namespace. Default false. */
+  hashTag?: boolean;
+}
+
+/** Options of `UpstashRedisStore`: a client, or the REST URL and token to make one. */
+export interface UpstashRedisStoreOptions extends RedisStoreCommonOptions {
+  /** An `@upstash/redis` client (`@upstash/redis`, `@upstash/redis/cloudflare`, `Redis.fromEnv()`). */
+  client?: RedisScriptClient;
+  /** `UPSTASH_REDIS_REST_URL`, when no `client` is given. */
+  url?: string;
+  /** `UPSTASH_REDIS_REST_TOKEN`, when no `client` is given. Never appears in an error. */
+  token?: string;
+}
+
+/** The timer of `timeoutMs` ran out first. */
+class CallTimedOut {
+  constructor(readonly ms: number) {}
+}
+
+/** The store logic, over any client with `eval` / `evalsha` (TCP or REST). */
+export class RedisStore implements ClaimingStore {
+  readonly namespace: string;
+  readonly prefix: string;
+  readonly leaseMs: number;
+  readonly retentionMs: number;
+  readonly timeoutMs: number;
+  /** The name errors are reported under. */
+  protected readonly storeName: string = "RedisStore";
+  /** Strings scrubbed from every error detail (the REST token, when the store knows it). */
+  protected readonly secrets: string[] = [];
+  readonly #client: RedisScriptClient;
+  readonly #head: string;
+  readonly #namespacePart: string;
+
+  constructor(options: RedisStoreOptions) {
+    this.namespace = checkNamespace(options.namespace ?? "");
+    const prefix = options.prefix ?? DEFAULT_PREFIX;
+    if (typeof prefix !== "string" || !PREFIX_PATTERN.test(prefix)) {
+      throw new InvalidOptionError("prefix", "must be 0-100 characters of A-Z a-z 0-9 _ . - / :");
+    }
+    this.prefix = prefix;
+    ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
+    this.timeoutMs = checkMs("timeoutMs", options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    const client = options.client;
+    if (typeof client?.eval !== "function" || typeof client.evalsha !== "function") {
+      throw new InvalidOptionError("client", "must have eval(script, keys, args) and evalsha(sha1, keys, args)");
+    }
+    this.#client = client;
+    if (options.hashTag === true) {
+      if (this.namespace === "") throw new InvalidOptionError("hashTag", "needs a non-empty namespace (the hash tag)");
+      this.#head = `${prefix}{${this.namespace}}`;
+      this.#namespacePart = "";
+    } else {
+      this.#head = prefix;
+      this.#namespacePart = this.namespace;
+    }
+  }
+
+  /** The Redis key of an id (for operators and tests). */
+  key(id: string): Promise<string> {
+    if (typeof id !== "string") throw new InvalidOptionError("id", "must be a string");
+    return storeKey(this.#namespacePart, id, MAX_REDIS_KEY_BYTES, this.#head);
+  }
+
+  async claim(id: string, leaseMs?: number): Promise<Claim> {
+    return (await this.#claim("claim", [id], leaseMs))[0] as Claim;
+  }
+
+  async claimMany(ids: readonly string[], leaseMs?: number): Promise<Claim[]> {
+    return this.#claim("claimMany", ids, leaseMs);
+  }
+
+  async release(id: string, token: string): Promise<boolean> {
+    return (await this.#release("release", [{ id, token }]))[0] === true;
+  }
+
+  async releaseMany(claims: readonly ClaimRef[]): Promise<void> {
+    await this.#release("releaseMany", claims);
+  }
+
+  async remember(id: string): Promise<void> {
+    await this.#remember("remember", [id]);
+  }
+
+  async rememberMany(ids: readonly string[]): Promise<void> {
+    await this.#remember("rememberMany", ids);
+  }
+
+  async seen(id: string): Promise<boolean> {
+    return (await this.#seen("seen", [id]))[0] === true;
+  }
+
+  async seenMany(ids: readonly string[]): Promise<boolean[]> {
+    return this.#seen("seenMany", ids);
+  }
+
+  async forget(id: string): Promise<void> {
+    await this.#run("forget", FORGET, [await this.key(id)], [], 0, () => undefined);
+  }
+
+  async #claim(operation: string, ids: readonly string[], leaseMs: number | undefined): Promise<Claim[]> {
+    const lease = Math.max(1, Math.ceil(checkMs("leaseMs", leaseMs ?? this.leaseMs)));
+    if (ids.length === 0) return [];
+    const keys = await this.#keys(ids);
+    const tokens = ids.map(() => globalThis.crypto.randomUUID());
+    return this.#run(operation, CLAIM, keys, [String(lease), ...tokens], tokens.length, (reply) =>
+      integers(reply, ids.length).map((code, i): Claim => {
+        if (code === -1) return { status: "claimed", token: tokens[i] as string };
+        if (code === -2) return { status: "done" };
+        if (code >= 0) return { status: "in-flight", retryAfterMs: code };
+        throw new Error("unexpected claim code");
+      }),
+    );
+  }
+
+  async #release(operation: string, claims: readonly ClaimRef[]): Promise<boolean[]> {
+    if (claims.length === 0) return [];
+    for (const claim of claims) {
+      if (typeof claim?.token !== "string") throw new InvalidOptionError("token", "must be a string");
+    }
+    const keys = await this.#keys(claims.map((claim) => claim.id));
+    const tokens = claims.map((claim) => claim.token);
+    return this.#run(operation, RELEASE, keys, tokens, tokens.length, (reply) => integers(reply, claims.length).map((n) => n === 1));
+  }
+
+  async #remember(operation: string, ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const keys = await this.#keys(ids);
+    await this.#run(operation, REMEMBER, keys, [String(Math.ceil(this.retentionMs))], 0, () => undefined);
+  }
+
+  async #seen(operation: string, ids: readonly string[]): Promise<boolean[]> {
+    if (ids.length === 0) return [];
+    const keys = await this.#keys(ids);
+    return this.#run(operation, SEEN, keys, [], 0, (reply) => integers(reply, ids.length).map((n) => n === 1));
+  }
+
+  #keys(ids: readonly string[]): Promise<string[]> {
+    return Promise.all(ids.map((id) => this.key(id)));
+  }
+
+  /**
+   * Runs one script under the timeout and turns every failure into a `StoreUnavailableError`.
+   * `tokenCount`: how many trailing `args` are fencing tokens (scrubbed from errors).
+   */
+  async #run<T>(
+    operation: string,
+    script: RedisScript,
+    keys: string[],
+    args: string[],
+    tokenCount: number,
+    read: (reply: unknown) => T,
+  ): Promise<T> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new CallTimedOut(this.timeoutMs)), this.timeoutMs);
+    });
+    let reply: unknown;
+    try {
+      reply = await Promise.race([runScript(this.#client, script, keys, args), timeout]);
+    } catch (error) {
+      const secrets = [...this.secrets, ...args.slice(args.length - tokenCount)];
+      throw this.#unavailable(operation, error, secrets);
+    } finally {
+      clearTimeout(timer);
+    }
+    try {
+      return read(reply);
+    } catch {
+      throw new StoreUnavailableError(this.storeName, operation, `unexpected reply from Redis (${describeShape(reply)})`);
+    }
+  }
+
+  #unavailable(operation: string, error: unknown, secrets: readonly string[]): StoreUnavailableError {
+    const detail = describeFailure(error, secrets);
+    // The original error is not kept as the cause: @upstash/redis puts the whole command (keys,
+    // tokens) in its messages and ioredis attaches the command's arguments. A scrubbed copy instead.
+    const name = error instanceof Error ? error.name : "Error";
+    const cause = new Error(detail.startsWith(`${name}: `) ? detail.slice(name.length + 2) : detail);
+    cause.name = name;
+    return new StoreUnavailableError(this.storeName, operation, detail, { cause });
+  }
+}
+
+/** `UpstashRedisStore`: the Redis store over Upstash's REST API. Works in Lambda, Node and Workers. */
+export class UpstashRedisStore extends RedisStore {
+  protected override readonly storeName: string = "UpstashRedisStore";
+
+  constructor(options: UpstashRedisStoreOptions) {
+    const timeoutMs = checkMs("timeoutMs", options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+    let client = options.client;
+    if (client === undefined) {
+      if (typeof options.url !== "string" || options.url === "") throw new InvalidOptionError("url", "is required when no client is given");
+      if (typeof options.token !== "string" || options.token === "") throw new InvalidOptionError("token", "is required when no client is given");
+      client = upstashRestClient(options.url, options.token, timeoutMs);
+    }
+    super({ ...options, client, timeoutMs, hashTag: false });
+    if (typeof options.token === "string" && options.token !== "") this.secrets.push(options.token);
+  }
+}
+
+/**
+ * An `@upstash/redis` client made on first use (so a TCP-only user never loads the package), from
+ * the fetch-only build that runs in Node 18+, Lambda and Workers alike. Each request is aborted
+ * after `timeoutMs`.
+ */
+function upstashRestClient(url: string, token: string, timeoutMs: number): RedisScriptClient {
+  let made: Promise<RedisScriptClient> | undefined;
+  const client = () =>
+    (made ??= import("@upstash/redis/cloudflare").then(
+      ({ Redis }) => new Redis({ url, token, enableTelemetry: false, signal: () => AbortSignal.timeout(timeoutMs) }),
+    ));
+  return {
+    eval: async (script, keys, args) => (await client()).eval(script, keys, args),
+    evalsha: async (sha1, keys, args) => (await client()).evalsha(sha1, keys, args),
+  };
+}
+
+/** What `ioredisScriptClient` needs from an ioredis `Redis` or `Cluster`: its `eval` and `evalsha`. */
+export interface IoredisLike {
+  eval(script: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  evalsha(sha1: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+}
+
+/** Adapts an ioredis client (`new Redis(...)` or `new Cluster(...)`) to the stores' client shape. */
+export function ioredisScriptClient(redis: IoredisLike): RedisScriptClient {
+  return {
+    eval: (script, keys, args) => redis.eval(script, keys.length, ...keys, ...args),
+    evalsha: (sha1, keys, args) => redis.evalsha(sha1, keys.length, ...keys, ...args),
+  };
+}
+
+/** `n` integers, or a throw. */
+function integers(reply: unknown, n: number): number[] {
+  if (!Array.isArray(reply) || reply.length !== n) throw new Error("wrong shape");
+  return reply.map((value: unknown) => {
+    const number = typeof value === "string" ? Number(value) : value;
+    if (typeof number !== "number" || !Number.isSafeInteger(number)) throw new Error("wrong shape");
+    return number;
+  });
+}
+
+function describeShape(reply: unknown): string {
+  if (Array.isArray(reply)) return `an array of ${reply.length}`;
+  return reply === null ? "null" : typeof reply;
+}
+
+const MAX_DETAIL = 200;
+
+/** A failure in words a person can act on, without the command, a token or a payload. */
+function describeFailure(error: unknown, secrets: readonly string[]): string {
+  if (error instanceof CallTimedOut) return `no answer within ${error.ms} ms (timeoutMs)`;
+  if (!(error instanceof Error)) return `failed with a non-error value (${typeof error})`;
+  if (error.name === "UpstashJSONParseError") return "the REST endpoint answered with something that is not JSON";
+  let message = error.message;
+  // @upstash/redis: "<server error>, command was: [...]" — keep only the server's words.
+  const command = message.indexOf(", command was:");
+  if (command >= 0) message = message.slice(0, command);
+  for (const secret of secrets) if (secret !== "") message = message.split(secret).join("[redacted]");
+  if (message.length > MAX_DETAIL) message = `${message.slice(0, MAX_DETAIL)}…`;
+  const code = errorCode(error) ?? errorCode(error.cause);
+  return `${error.name}: ${message}${code === undefined ? "" : ` (${code})`}`;
+}
+
+function errorCode(error: unknown): string | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && /^[A-Z0-9_]{2,40}$/.test(code) ? code : undefined;
+}
