@@ -42,7 +42,7 @@ export type Decoded<Message> =
   | { readonly ok: true; readonly message: Message }
   | { readonly ok: false; readonly reason: string };
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);

@@ -46,7 +46,7 @@ export async function sha256Base64url(value: string): Promise<string> {
   // UTF-8 cannot carry a lone surrogate (it would become U+FFFD and collide with other ids), so
   // an ill-formed string is hashed through its lossless JSON escape instead.
   const text = isWellFormed(value) ? value : JSON.stringify(value);
-  const digest = await globalThis.crypto.subtle.digest("SHA-256", encoder.encode(text));
+  const digest = await crypto.subtle.digest("SHA-256", encoder.encode(text));
   return base64url(new Uint8Array(digest));
 }
 

@@ -45,7 +45,7 @@ export class InMemoryStore implements ClaimingStore {
     this.namespace = checkNamespace(options.namespace ?? "");
     ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
     this.#now = options.now ?? Date.now;
-    this.#token = options.token ?? (() => globalThis.crypto.randomUUID());
+    this.#token = options.token ?? (() => crypto.randomUUID());
   }
 
   /** Live entries (committed or in flight), for tests and metrics. */

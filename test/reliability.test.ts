@@ -11,32 +11,12 @@ import { afterAll, describe, expect, it } from "vitest";
 import { seededRandom } from "../scripts/storm.js";
 import { type Backend, dynamodbBackend, memoryBackend, upstashBackend } from "./reliability/backends.js";
 import { withFaults } from "./reliability/faults.js";
-import { type SimulationOptions, type SimulationReport, formatSimulationTable, simulate } from "./reliability/simulate.js";
+import { RELIABILITY_MIXES, reliabilitySize } from "./reliability/mixes.js";
+import { type SimulationReport, formatSimulationTable, simulate } from "./reliability/simulate.js";
 
 const FULL = process.env.RELIABILITY_FULL === "1";
-/** Messages per fault mix and store: 5 mixes × 2,000 = 10,000 per store in the full run. */
-const PER_MIX = FULL ? 2_000 : 150;
-
-type Mix = Omit<SimulationOptions, "store" | "backend" | "faults" | "random" | "messages"> & {
-  faults?: Parameters<typeof withFaults>[1];
-};
-
-const MIXES: Mix[] = [
-  { faultMix: "handler failures", handlerFailure: 0.1 },
-  {
-    faultMix: "crashes at 3 points + handler failures",
-    handlerFailure: 0.05,
-    crash: { beforeEffect: 0.03, afterEffectBeforeCommit: 0.03, afterCommitBeforeAck: 0.03 },
-  },
-  { faultMix: "store errors, lost responses, timeouts, spikes", faults: { error: 0.03, lostResponse: 0.02, timeout: 0.01, spike: 0.03, timeoutMs: 80, spikeMs: 40 } },
-  { faultMix: "store outage mid-run", faults: {}, outage: { atFraction: 0.3, durationMs: 1_000 } },
-  {
-    faultMix: "everything at once",
-    handlerFailure: 0.05,
-    crash: { beforeEffect: 0.02, afterEffectBeforeCommit: 0.02, afterCommitBeforeAck: 0.02 },
-    faults: { error: 0.02, lostResponse: 0.02, timeout: 0.01, spike: 0.02, timeoutMs: 80, spikeMs: 40 },
-  },
-];
+const PER_MIX = reliabilitySize(FULL);
+const MIXES = RELIABILITY_MIXES;
 
 const reports: SimulationReport[] = [];
 
@@ -47,7 +27,7 @@ function suite(backend: () => Backend): void {
       it(`${mix.faultMix}: nothing lost, repeats only in the crash window`, { timeout: 600_000 }, async () => {
         const random = seededRandom(1000 + m);
         const real = await b.make(`rel-${m}-${Date.now().toString(36)}`);
-        const { store, faults } = withFaults(real, mix.faults ?? {}, random);
+        const { store, faults } = withFaults(real, mix.faults ?? {}, seededRandom(7_000 + m)); // an independent stream for store faults
         const report = await simulate({
           ...mix,
           store: b.name,
@@ -66,6 +46,7 @@ function suite(backend: () => Backend): void {
           expect(report.effects).toBe(report.messages);
         }
         if (mix.outage) expect(report.storeFaults.outage ?? 0).toBeGreaterThan(0);
+        if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
       });
     });
     afterAll(async () => b.close?.());

@@ -29,16 +29,19 @@ export interface FaultSwitch {
   down: boolean;
   /** Faults injected so far, by kind. */
   readonly injected: Record<string, number>;
+  /** Store calls seen so far. */
+  calls: number;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export function withFaults<S extends Store>(store: S, rates: FaultRates, random: () => number): { store: S; faults: FaultSwitch } {
-  const faults: FaultSwitch = { down: false, injected: {} };
+  const faults: FaultSwitch = { down: false, injected: {}, calls: 0 };
   const count = (kind: string) => {
     faults.injected[kind] = (faults.injected[kind] ?? 0) + 1;
   };
   const guard = async <T>(operation: string, call: () => Promise<T>): Promise<T> => {
+    faults.calls += 1;
     if (faults.down) {
       count("outage");
       throw new StoreUnavailableError("faulty", operation, "store is down (outage)");

@@ -1,0 +1,30 @@
+/**
+ * `babelqueue-serverless/cloudflare`: everything a Cloudflare Worker needs — the Durable Object
+ * store and its object class, the KV seen-set store, and the Queues consumer handler.
+ *
+ * Re-export `IdempotencyObject` from your Worker's main module so the runtime can find the class
+ * your `durable_objects` binding names. Nothing here imports the AWS SDK or any Node module.
+ */
+export {
+  DurableObjectStore,
+  type DurableObjectStoreOptions,
+  IdempotencyObject,
+  type IdempotencyNamespace,
+  type IdempotencyObjectState,
+  type IdempotencyShard,
+  type ShardClaim,
+  type ShardClaimRef,
+} from "../stores/durable-object.js";
+export { KVStore, type KVStoreOptions, type SeenSetKV } from "../stores/kv.js";
+export {
+  CONSUMER_WALL_TIME_MS,
+  MAX_RETRY_DELAY_SECONDS,
+  type ExecutionContextLike,
+  type MessageBatchLike,
+  type QueueConsumer,
+  type QueueHandlerOptions,
+  type QueueMessageLike,
+  type QueueRuntimeContext,
+  parkDelaySeconds,
+  queueHandler,
+} from "../handlers/cloudflare-queue.js";

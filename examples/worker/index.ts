@@ -1,0 +1,87 @@
+/**
+ * An example Worker (deploy it with the repo's wrangler.toml): a producer route and a Cloudflare
+ * Queues consumer that runs each BabelQueue message's effect once, keyed on `meta.id`.
+ *
+ *   POST /jobs  {"job": "urn:babel:orders:created", "data": {...}, "id"?: "...", "copies"?: 1-5}
+ *     → sends a schema_version-1 envelope to the queue (`copies` > 1 sends duplicates on purpose).
+ *
+ * The consumer claims every id in the Durable Object store before running it: duplicates are
+ * acknowledged without running, an id another delivery is running is retried after that lease,
+ * and a handler that throws is retried and eventually dead-lettered by the queue.
+ *
+ * Secrets (an API token for your side effect, an Upstash token) come from `wrangler secret put`,
+ * never from [vars] or this file.
+ */
+import { DurableObjectStore, queueHandler } from "babelqueue-serverless/cloudflare";
+
+// The Durable Object class must be exported from the Worker's main module.
+export { IdempotencyObject } from "babelqueue-serverless/cloudflare";
+
+export interface Env {
+  QUEUE: Queue;
+  IDEMPOTENCY: DurableObjectNamespace<import("babelqueue-serverless/cloudflare").IdempotencyObject>;
+  SEEN: KVNamespace;
+  /** Optional, set with `wrangler secret put PRODUCER_TOKEN`: required as a Bearer token on POST /jobs. */
+  PRODUCER_TOKEN?: string;
+}
+
+interface JobRequest {
+  job?: unknown;
+  data?: unknown;
+  id?: unknown;
+  copies?: unknown;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A BabelQueue wire envelope, schema_version 1. */
+function envelope(job: string, data: Record<string, unknown>, id: string) {
+  return {
+    job,
+    trace_id: crypto.randomUUID(),
+    data,
+    meta: { id, queue: "babelqueue-jobs", lang: "ts", schema_version: 1, created_at: Math.floor(Date.now() / 1000) },
+    attempts: 0,
+  };
+}
+
+async function produce(request: Request, env: Env): Promise<Response> {
+  if (env.PRODUCER_TOKEN !== undefined && request.headers.get("authorization") !== `Bearer ${env.PRODUCER_TOKEN}`) {
+    return new Response("unauthorized\n", { status: 401 });
+  }
+  let input: JobRequest;
+  try {
+    input = (await request.json()) as JobRequest;
+  } catch {
+    return new Response("body must be JSON\n", { status: 400 });
+  }
+  if (typeof input.job !== "string" || input.job === "") return new Response('"job" must be a non-empty string\n', { status: 400 });
+  const data = input.data === undefined ? {} : input.data;
+  if (!isObject(data)) return new Response('"data" must be an object\n', { status: 400 });
+  const id = typeof input.id === "string" && input.id !== "" ? input.id : crypto.randomUUID();
+  const copies = typeof input.copies === "number" && Number.isInteger(input.copies) ? Math.min(5, Math.max(1, input.copies)) : 1;
+  const body = envelope(input.job, data, id);
+  await env.QUEUE.sendBatch(Array.from({ length: copies }, () => ({ body, contentType: "json" as const })));
+  return Response.json({ id, copies }, { status: 202 });
+}
+
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    if (url.pathname === "/jobs" && request.method === "POST") return produce(request, env);
+    return new Response("POST /jobs\n", { status: 404 });
+  },
+
+  queue: queueHandler<Env>({
+    store: (env) => new DurableObjectStore(env.IDEMPOTENCY, { namespace: "example" }),
+    handle: async (message, ctx) => {
+      // The side effect, run once per meta.id. Log ids and counts, never payloads or secrets.
+      console.log(`ran ${message.job} id=${ctx.key ?? "(none)"} attempts=${ctx.attempts} dedupe=${ctx.dedupe}`);
+    },
+    observe: (event) => {
+      if (event.type === "store-error") console.warn(`idempotency store ${event.step} failed for ${event.ids} id(s)`);
+    },
+  }),
+} satisfies ExportedHandler<Env>;

@@ -1,0 +1,171 @@
+/**
+ * `queueHandler`: the Cloudflare Queues consumer — the Worker's `queue` export — as a thin
+ * adapter over the batch engine (src/engine.ts), which makes every decision.
+ *
+ * Per message it hands the engine a delivery (the body as it came: an object for
+ * `contentType: "json"`, or a JSON string; `redeliveries` = `message.attempts − 1`; the message,
+ * `env` and the execution context as the handler's context) and maps each result back:
+ * `ack()` when the engine says ack (ran, duplicate, dropped invalid, commit-failed), otherwise
+ * `retry()` — for an in-flight park with `delaySeconds` = the other delivery's remaining lease
+ * (rounded up, at most Cloudflare's 24-hour delay limit), otherwise with `retryDelaySeconds` when
+ * set, else the queue's own `retry_delay`.
+ *
+ * The lease defaults to the consumer's wall-time limit (15 minutes), so no second delivery is told
+ * to run while this invocation may still be running its handler.
+ *
+ * It never throws out of `queue` for a message's sake: a bad message is that message's result, and
+ * an unexpected failure (the store factory throwing, an engine bug) retries every message of the
+ * batch that was not yet acknowledged.
+ *
+ * Limits used (Cloudflare Queues limits page, developers.cloudflare.com/queues/platform/limits):
+ * consumer duration (wall clock) 15 minutes; `delaySeconds` when retrying at most 24 hours
+ * (Miniflare enforces 0–86,400 too); batches of at most 100 messages.
+ *
+ * What this is *not*: the place that decides anything, or a retry loop (redelivery is the queue's
+ * job). Types: described structurally (`QueueMessageLike`, `MessageBatchLike`,
+ * `ExecutionContextLike`) so the package's Node build needs no Workers globals; the runtime's
+ * `MessageBatch`, `Message` and `ExecutionContext` satisfy them, and the returned function
+ * satisfies `ExportedHandler<Env>["queue"]`.
+ */
+import type { Store } from "../src/contract.js";
+import type { MessageResult } from "../src/decision.js";
+import { BatchEngine, type Delivery, type EngineOptions, type Handler } from "../src/engine.js";
+import type { Envelope } from "../src/envelope.js";
+import { InvalidOptionError } from "../src/errors.js";
+
+/** The consumer's wall-time limit: the lease every claim of a batch gets by default. */
+export const CONSUMER_WALL_TIME_MS = 15 * 60 * 1000;
+/** The longest `delaySeconds` Cloudflare accepts on `retry()`. */
+export const MAX_RETRY_DELAY_SECONDS = 24 * 60 * 60;
+
+/** The members of a Queues `Message` the adapter uses. */
+export interface QueueMessageLike {
+  readonly id: string;
+  readonly body: unknown;
+  /** 1 on the first delivery. */
+  readonly attempts: number;
+  ack(): void;
+  retry(options?: { delaySeconds?: number }): void;
+}
+
+/** The members of a Queues `MessageBatch` the adapter uses. */
+export interface MessageBatchLike<Message extends QueueMessageLike = QueueMessageLike> {
+  readonly queue: string;
+  readonly messages: readonly Message[];
+}
+
+/** The members of an `ExecutionContext` the adapter passes on. */
+export interface ExecutionContextLike {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+/** What `handle` receives next to the message (plus the engine's `key`, `attempts`, `dedupe`). */
+export interface QueueRuntimeContext<Env, Message extends QueueMessageLike = QueueMessageLike> {
+  /** The Queues message being handled (do not ack or retry it yourself: the adapter does). */
+  readonly message: Message;
+  /** The queue's name. */
+  readonly queue: string;
+  readonly env: Env;
+  readonly executionContext: ExecutionContextLike;
+}
+
+/** Options of `queueHandler`: the engine's options plus the store factory and the handler. */
+export interface QueueHandlerOptions<Env, Message = Envelope, QueueMessage extends QueueMessageLike = QueueMessageLike>
+  extends EngineOptions<Message> {
+  /**
+   * The store for this invocation, from the Worker's bindings: e.g.
+   * `(env) => new DurableObjectStore(env.IDEMPOTENCY)`. Called once per batch.
+   */
+  store: (env: Env) => Store;
+  /** The side effect. Throw to have the message retried. */
+  handle: Handler<Message, QueueRuntimeContext<Env, QueueMessage>>;
+  /**
+   * Lease of each claim (ms). Default: the consumer's wall-time limit (15 minutes), so the lease
+   * outlasts any invocation. Shorter leases let a crashed consumer's ids be retried sooner but
+   * must still outlast your handler.
+   */
+  leaseMs?: number;
+  /**
+   * `delaySeconds` for retried messages that are not in-flight parks (handler failures, store
+   * outages, invalid bodies). Default: none, so the queue's `retry_delay` applies.
+   */
+  retryDelaySeconds?: number;
+}
+
+/** The Worker's `queue` export. */
+export type QueueConsumer<Env, QueueMessage extends QueueMessageLike = QueueMessageLike> = (
+  batch: MessageBatchLike<QueueMessage>,
+  env: Env,
+  ctx: ExecutionContextLike,
+) => Promise<void>;
+
+/** A store that is never called: lets the engine validate the options when the handler is built. */
+const OPTIONS_PROBE: Store = {
+  seen: async () => false,
+  remember: async () => undefined,
+  forget: async () => undefined,
+};
+
+function checkDelay(option: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 0 || value > MAX_RETRY_DELAY_SECONDS) {
+    throw new InvalidOptionError(option, `must be an integer number of seconds from 0 to ${MAX_RETRY_DELAY_SECONDS}`);
+  }
+  return value;
+}
+
+/** `delaySeconds` for an in-flight park: the remaining lease, rounded up, within Cloudflare's limit. */
+export function parkDelaySeconds(retryAfterMs: number): number {
+  if (!Number.isFinite(retryAfterMs) || retryAfterMs <= 0) return 0;
+  return Math.min(MAX_RETRY_DELAY_SECONDS, Math.ceil(retryAfterMs / 1000));
+}
+
+function settle(message: QueueMessageLike, result: MessageResult | undefined, retryDelaySeconds: number | undefined): void {
+  if (result?.ack === true) {
+    message.ack();
+    return;
+  }
+  const park = result?.status === "in-flight" ? parkDelaySeconds(result.retryAfterMs ?? 0) : 0;
+  if (park > 0) message.retry({ delaySeconds: park });
+  else if (retryDelaySeconds !== undefined) message.retry({ delaySeconds: retryDelaySeconds });
+  else message.retry();
+}
+
+export function queueHandler<Env, Message = Envelope, QueueMessage extends QueueMessageLike = QueueMessageLike>(
+  options: QueueHandlerOptions<Env, Message, QueueMessage>,
+): QueueConsumer<Env, QueueMessage> {
+  const { store, handle, retryDelaySeconds, ...engineOptions } = options;
+  if (typeof store !== "function") throw new InvalidOptionError("store", "must be a function (env) => Store");
+  if (retryDelaySeconds !== undefined) checkDelay("retryDelaySeconds", retryDelaySeconds);
+  const leaseMs = engineOptions.leaseMs ?? CONSUMER_WALL_TIME_MS;
+  // Throws InvalidOptionError now, at module load, rather than on every batch.
+  new BatchEngine<Message, QueueRuntimeContext<Env, QueueMessage>>(OPTIONS_PROBE, handle, { ...engineOptions, leaseMs });
+
+  return async (batch, env, ctx) => {
+    const messages = batch.messages;
+    let results: MessageResult[];
+    try {
+      const engine = new BatchEngine<Message, QueueRuntimeContext<Env, QueueMessage>>(store(env), handle, {
+        ...engineOptions,
+        leaseMs,
+      });
+      const deliveries = messages.map(
+        (message): Delivery<QueueRuntimeContext<Env, QueueMessage>> => ({
+          body: message.body,
+          redeliveries: Number.isSafeInteger(message.attempts) && message.attempts >= 1 ? message.attempts - 1 : 0,
+          context: { message, queue: batch.queue, env, executionContext: ctx },
+        }),
+      );
+      results = await engine.process(deliveries, { leaseMs });
+    } catch (error) {
+      // Not a message's fault (a message's failure is its result): retry the whole batch.
+      console.error(
+        `babelqueue-serverless: queue batch of ${messages.length} on "${batch.queue}" failed before a decision, retrying all (${
+          error instanceof Error ? error.name : typeof error
+        })`,
+      );
+      for (const message of messages) settle(message, undefined, retryDelaySeconds);
+      return;
+    }
+    messages.forEach((message, i) => settle(message, results[i], retryDelaySeconds));
+  };
+}

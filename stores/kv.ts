@@ -1,0 +1,145 @@
+/**
+ * `KVStore`: the seen-set `Store` (`seen` / `remember` / `forget`, plus `seenMany` and
+ * `rememberMany`) over Cloudflare Workers KV.
+ *
+ * Why it has no `claim`: Workers KV is eventually consistent — a write can take about 60 seconds
+ * (longer under caching) to be visible from other locations — and it has no atomic
+ * compare-and-set. Two deliveries of one message close together, in two locations, can both read
+ * "not seen" and both run. So this store is a `Store`, never a `ClaimingStore`: the batch engine
+ * uses it in seen-set mode (skip what is committed, run the rest, `remember` on success), and the
+ * types keep it out of claim mode. Use `DurableObjectStore` when two runs must never overlap.
+ *
+ * Each committed id is one KV key (`{namespace}:{id}`, hashed past 512 bytes by `storeKey`) whose
+ * value is its retention deadline (epoch ms). `seen` checks that deadline itself, so retention is
+ * exact; KV's `expirationTtl` (never below KV's 60-second minimum) only reclaims the space.
+ *
+ * What this is *not*: a lock, a claim, or read-your-writes across locations.
+ */
+import type { Store, StoreWindows } from "../src/contract.js";
+import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
+import { checkNamespace, storeKey } from "../src/keys.js";
+import { resolveWindows } from "../src/windows.js";
+
+const STORE_NAME = "KVStore";
+/** KV's key limit (bytes). */
+const MAX_KEY_BYTES = 512;
+/** KV's smallest `expirationTtl` (seconds). */
+const MIN_TTL_SECONDS = 60;
+/** Most keys one bulk `get` may ask for. */
+const BULK_GET_LIMIT = 100;
+
+/** What the store needs of a KV namespace binding. `env.MY_KV` (a `KVNamespace`) satisfies it. */
+export interface SeenSetKV {
+  get(key: string, type: "text"): Promise<string | null>;
+  get(keys: string[], type: "text"): Promise<Map<string, string | null>>;
+  put(key: string, value: string, options?: { expirationTtl?: number }): Promise<void>;
+  delete(key: string): Promise<void>;
+}
+
+/** Options of `KVStore`. */
+export interface KVStoreOptions extends Pick<StoreWindows, "retentionMs"> {
+  /**
+   * Key prefix separating consumers that must each run their effect once. Default `""`.
+   * 0-200 characters of `A-Z a-z 0-9 _ . - /`.
+   */
+  namespace?: string;
+  /**
+   * How long a committed id is remembered (ms). Should cover the queue's redelivery window
+   * (Cloudflare Queues keep messages 4 days by default). Default 4 days. `seen` honours it to
+   * the millisecond; the key's KV `expirationTtl` is the same window rounded up, at least 60 s.
+   */
+  retentionMs?: number;
+  /**
+   * Use KV's bulk `get` (up to 100 keys a call) for `seenMany`. Default true; set false for a
+   * binding that predates bulk reads (April 2025): `seenMany` then reads key by key.
+   */
+  bulkGet?: boolean;
+}
+
+function describe(error: unknown): string {
+  return `the KV call failed${error instanceof Error ? `: ${error.name}` : ""}`;
+}
+
+export class KVStore implements Store {
+  readonly namespace: string;
+  readonly retentionMs: number;
+  readonly #kv: SeenSetKV;
+  readonly #bulkGet: boolean;
+
+  constructor(kv: SeenSetKV, options: KVStoreOptions = {}) {
+    if (typeof kv?.get !== "function" || typeof kv.put !== "function" || typeof kv.delete !== "function") {
+      throw new InvalidOptionError("kv", "must be a Workers KV namespace binding");
+    }
+    this.#kv = kv;
+    this.namespace = checkNamespace(options.namespace ?? "");
+    this.retentionMs = resolveWindows({ retentionMs: options.retentionMs }).retentionMs;
+    this.#bulkGet = options.bulkGet ?? true;
+  }
+
+  #key(id: string): Promise<string> {
+    if (typeof id !== "string") throw new InvalidOptionError("id", "must be a string");
+    return storeKey(this.namespace, id, MAX_KEY_BYTES);
+  }
+
+  async #call<T>(operation: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof InvalidOptionError) throw error;
+      throw new StoreUnavailableError(STORE_NAME, operation, describe(error), { cause: error });
+    }
+  }
+
+  static #live(value: string | null | undefined, now: number): boolean {
+    if (value === null || value === undefined) return false;
+    const deadline = Number(value);
+    return Number.isFinite(deadline) && deadline > now;
+  }
+
+  async seen(id: string): Promise<boolean> {
+    const key = await this.#key(id);
+    const value = await this.#call("seen", () => this.#kv.get(key, "text"));
+    return KVStore.#live(value, Date.now());
+  }
+
+  async seenMany(ids: readonly string[]): Promise<boolean[]> {
+    if (ids.length === 0) return [];
+    const keys = await Promise.all(ids.map((id) => this.#key(id)));
+    const values = await this.#call("seen", async () => {
+      const found = new Map<string, string | null>();
+      if (!this.#bulkGet) {
+        await Promise.all(keys.map(async (key) => found.set(key, await this.#kv.get(key, "text"))));
+        return found;
+      }
+      const unique = [...new Set(keys)];
+      const chunks: string[][] = [];
+      for (let i = 0; i < unique.length; i += BULK_GET_LIMIT) chunks.push(unique.slice(i, i + BULK_GET_LIMIT));
+      for (const answer of await Promise.all(chunks.map((chunk) => this.#kv.get(chunk, "text")))) {
+        for (const [key, value] of answer) found.set(key, value);
+      }
+      return found;
+    });
+    const now = Date.now();
+    return keys.map((key) => KVStore.#live(values.get(key), now));
+  }
+
+  async remember(id: string): Promise<void> {
+    await this.rememberMany([id]);
+  }
+
+  /** One `put` per id, in parallel: Workers have no bulk write. */
+  async rememberMany(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const keys = await Promise.all(ids.map((id) => this.#key(id)));
+    const deadline = Date.now() + this.retentionMs;
+    const expirationTtl = Math.max(MIN_TTL_SECONDS, Math.ceil(this.retentionMs / 1000));
+    await this.#call("remember", () =>
+      Promise.all([...new Set(keys)].map((key) => this.#kv.put(key, String(deadline), { expirationTtl }))),
+    );
+  }
+
+  async forget(id: string): Promise<void> {
+    const key = await this.#key(id);
+    await this.#call("forget", () => this.#kv.delete(key));
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * The fault mixes of the reliability suite, shared by the Node-side stores and the Durable Object
+ * store in workerd, and the run sizes: 5 mixes × 2,000 = 10,000 messages per store in the full run
+ * (`npm run test:reliability`), 150 per mix in `npm test`.
+ */
+import type { FaultRates } from "./faults.js";
+import type { SimulationOptions } from "./simulate.js";
+
+export type Mix = Omit<SimulationOptions, "store" | "backend" | "faults" | "random" | "messages"> & { faults?: FaultRates };
+
+export const RELIABILITY_MIXES: readonly Mix[] = [
+  { faultMix: "handler failures", handlerFailure: 0.1 },
+  {
+    faultMix: "crashes at 3 points + handler failures",
+    handlerFailure: 0.05,
+    crash: { beforeEffect: 0.03, afterEffectBeforeCommit: 0.03, afterCommitBeforeAck: 0.03 },
+  },
+  { faultMix: "store errors, lost responses, timeouts, spikes", faults: { error: 0.03, lostResponse: 0.02, timeout: 0.01, spike: 0.03, timeoutMs: 80, spikeMs: 40 } },
+  { faultMix: "store outage mid-run", faults: {}, outage: { atFraction: 0.3, durationMs: 1_000 } },
+  {
+    faultMix: "everything at once",
+    handlerFailure: 0.05,
+    crash: { beforeEffect: 0.02, afterEffectBeforeCommit: 0.02, afterCommitBeforeAck: 0.02 },
+    faults: { error: 0.02, lostResponse: 0.02, timeout: 0.01, spike: 0.02, timeoutMs: 80, spikeMs: 40 },
+  },
+];
+
+export function reliabilitySize(full: boolean): number {
+  return full ? 2_000 : 150;
+}

@@ -1,0 +1,179 @@
+/**
+ * DurableObjectStore + IdempotencyObject inside workerd: the shared store contract with one
+ * shard and with several, the alarm sweep, and the number of Durable Object calls a batch costs.
+ */
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { BatchEngine } from "../../src/engine.js";
+import { storeKey } from "../../src/keys.js";
+import { DurableObjectStore, type IdempotencyNamespace, type IdempotencyShard } from "../../stores/durable-object.js";
+import { testStore } from "../store-contract.js";
+
+testStore("DurableObjectStore (1 shard)", {
+  claims: true,
+  clock: "real",
+  make: ({ namespace, leaseMs, retentionMs }) => new DurableObjectStore(env.IDEMPOTENCY, { namespace, leaseMs, retentionMs }),
+});
+
+testStore("DurableObjectStore (4 shards)", {
+  claims: true,
+  clock: "real",
+  make: ({ namespace, leaseMs, retentionMs }) =>
+    new DurableObjectStore(env.IDEMPOTENCY, { namespace, leaseMs, retentionMs, shards: 4, objectName: "contract-4" }),
+});
+
+/** The real binding, counting every RPC call by method and shard. */
+function countingBinding(): { binding: IdempotencyNamespace; calls: Map<string, number>; total: () => number } {
+  const calls = new Map<string, number>();
+  const real = env.IDEMPOTENCY;
+  const binding: IdempotencyNamespace<{ id: DurableObjectId; name: string }> = {
+    idFromName: (name) => ({ id: real.idFromName(name), name }),
+    get: ({ id, name }) => {
+      const stub = real.get(id);
+      const count = (method: string) => calls.set(`${method} ${name}`, (calls.get(`${method} ${name}`) ?? 0) + 1);
+      const shard: IdempotencyShard = {
+        claim: (keys, leaseMs) => (count("claim"), stub.claim(keys, leaseMs)),
+        remember: (keys, retentionMs) => (count("remember"), stub.remember(keys, retentionMs)),
+        release: (claims) => (count("release"), stub.release(claims)),
+        seen: (keys) => (count("seen"), stub.seen(keys)),
+        forget: (keys) => (count("forget"), stub.forget(keys)),
+      };
+      return shard;
+    },
+  };
+  return { binding: binding as IdempotencyNamespace, calls, total: () => [...calls.values()].reduce((a, b) => a + b, 0) };
+}
+
+const envelope = (id: string, mode: "ok" | "throw" = "ok") =>
+  JSON.stringify({ job: "urn:test:job", trace_id: "t", data: { mode }, meta: { id, schema_version: 1 }, attempts: 0 });
+
+describe("DurableObjectStore: Durable Object calls per batch", () => {
+  for (const shards of [1, 4, 8]) {
+    it(`a batch of 100 through the engine makes one call per shard per step (${shards} shard${shards > 1 ? "s" : ""})`, async () => {
+      const counter = countingBinding();
+      const store = new DurableObjectStore(counter.binding, { namespace: `calls-${shards}-${Date.now()}`, shards, objectName: `calls-${shards}` });
+      const ids = Array.from({ length: 100 }, (_, i) => `msg-${i}`);
+      // 90 succeed, 10 fail: the engine claims (1 step), commits (1 step) and releases (1 step).
+      const engine = new BatchEngine(store, (message: { data: { mode: string } }) => {
+        if (message.data.mode === "throw") throw new Error("scripted");
+      });
+      const results = await engine.process(ids.map((id, i) => ({ body: envelope(id, i % 10 === 0 ? "throw" : "ok"), context: {} })));
+      expect(results.filter((r) => r.status === "ran")).toHaveLength(90);
+      expect(results.filter((r) => r.status === "failed")).toHaveLength(10);
+      const perMethod = (method: string) => [...counter.calls].filter(([k]) => k.startsWith(`${method} `)).map(([, n]) => n);
+      const used = new Set(await Promise.all(ids.map(async (id) => store.shardOf(await storeKey(store.namespace, id, 512))))).size;
+      expect(perMethod("claim")).toHaveLength(used);
+      expect(perMethod("claim").every((n) => n === 1)).toBe(true);
+      expect(perMethod("remember").every((n) => n === 1)).toBe(true);
+      expect(perMethod("release").every((n) => n === 1)).toBe(true);
+      expect(perMethod("remember").length).toBeLessThanOrEqual(used);
+      expect(perMethod("release").length).toBeLessThanOrEqual(used);
+      console.log(
+        `[do-calls] batch of 100, ${shards} shard(s): claim ${perMethod("claim").length}, remember ${perMethod("remember").length}, release ${perMethod("release").length}, total ${counter.total()}`,
+      );
+      // Every redelivery of the same 100 is answered in one call per shard too.
+      const before = counter.total();
+      const again = await engine.process(ids.map((id) => ({ body: envelope(id), context: {} })));
+      expect(again.filter((r) => r.status === "duplicate")).toHaveLength(90);
+      expect(again.filter((r) => r.status === "ran")).toHaveLength(10);
+      expect(counter.total() - before).toBeLessThanOrEqual(2 * used);
+    });
+  }
+});
+
+describe("IdempotencyObject: the alarm sweep", () => {
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** Polls until `check` holds (the real alarm fires on its own schedule). */
+  async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (!(await check())) {
+      if (Date.now() > end) throw new Error("condition not reached in time");
+      await sleep(25);
+    }
+  }
+
+  it("fires on its own at the earliest deadline, removes expired rows and nothing else, and re-arms", async () => {
+    const objectName = `sweep-${Date.now()}`;
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "sweep", objectName, leaseMs: 60_000, retentionMs: 60_000 });
+    const short = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "sweep", objectName, leaseMs: 1_500, retentionMs: 1_500 });
+    const stub = env.IDEMPOTENCY.get(env.IDEMPOTENCY.idFromName(`${objectName}/shard-0`));
+    const alarmAt = () => runInDurableObject(stub, (_instance, state) => state.storage.getAlarm());
+
+    await store.claim("live-lease");
+    await store.remember("live-done");
+    const held = await store.claim("live-held");
+    expect(held.status).toBe("claimed");
+    const firstAlarm = await alarmAt();
+    expect((firstAlarm as number) - Date.now()).toBeGreaterThan(30_000);
+    await short.claim("expired-lease");
+    await short.remember("expired-retention");
+    // Moved earlier for the short rows.
+    expect((await alarmAt()) as number).toBeLessThan(firstAlarm as number);
+    expect(await stub.storedRows()).toBe(5);
+
+    await eventually(async () => (await stub.storedRows()) === 3);
+    expect(await stub.size()).toBe(3);
+    // Nothing live was touched: the in-flight claims, the committed id, the fencing token.
+    expect((await store.claim("live-lease")).status).toBe("in-flight");
+    expect(await store.seen("live-done")).toBe(true);
+    if (held.status === "claimed") expect(await store.release("live-held", held.token)).toBe(true);
+    // Re-armed for the next deadline (about a minute away), not cleared.
+    const next = await alarmAt();
+    expect(next).not.toBeNull();
+    expect((next as number) - Date.now()).toBeGreaterThan(30_000);
+  });
+
+  it("a sweep run on demand deletes only what has expired, and leaves no alarm once every row is gone", async () => {
+    const objectName = `sweep-demand-${Date.now()}`;
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "sweep", objectName, leaseMs: 60_000, retentionMs: 60_000 });
+    const stub = env.IDEMPOTENCY.get(env.IDEMPOTENCY.idFromName(`${objectName}/shard-0`));
+    await store.rememberMany(["a", "b"]);
+    await store.claim("c");
+    // Nothing has expired: the sweep keeps all three and re-arms.
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await stub.storedRows()).toBe(3);
+    expect(await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm())).not.toBeNull();
+    await store.forget("a");
+    await store.forget("b");
+    await store.forget("c");
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await stub.storedRows()).toBe(0);
+    expect(await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm())).toBeNull();
+  });
+
+  it("expired rows answer as absent even before any sweep", async () => {
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace: `sweep-logic-${Date.now()}`, leaseMs: 30, retentionMs: 30 });
+    await store.claim("lease");
+    await store.remember("done");
+    await sleep(60);
+    expect((await store.claim("lease")).status).toBe("claimed");
+    expect(await store.seen("done")).toBe(false);
+  });
+});
+
+describe("DurableObjectStore: options and failures", () => {
+  it("rejects bad options", () => {
+    expect(() => new DurableObjectStore(env.IDEMPOTENCY, { shards: 0 })).toThrow(/shards/);
+    expect(() => new DurableObjectStore(env.IDEMPOTENCY, { shards: 1.5 })).toThrow(/shards/);
+    expect(() => new DurableObjectStore(env.IDEMPOTENCY, { namespace: "a:b" })).toThrow(/namespace/);
+    expect(() => new DurableObjectStore(env.IDEMPOTENCY, { leaseMs: -1 })).toThrow(/leaseMs/);
+    expect(() => new DurableObjectStore({} as IdempotencyNamespace)).toThrow(/binding/);
+  });
+
+  it("wraps a failing Durable Object call in StoreUnavailableError, without the ids", async () => {
+    // A fault no local backend produces on demand: a binding whose calls reject (mock, on purpose).
+    const broken: IdempotencyNamespace = {
+      idFromName: (name) => name,
+      get: () => {
+        const fail = () => Promise.reject(new Error("Network connection lost. secret-id-123"));
+        return { claim: fail, remember: fail, release: fail, seen: fail, forget: fail };
+      },
+    };
+    const store = new DurableObjectStore(broken);
+    const error = await store.claim("secret-id-123").catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: "StoreUnavailableError", store: "DurableObjectStore", operation: "claim" });
+    expect(String((error as Error).message)).not.toContain("secret-id-123");
+    await expect(store.rememberMany(["x"])).rejects.toMatchObject({ operation: "remember" });
+  });
+});

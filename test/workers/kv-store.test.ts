@@ -1,0 +1,73 @@
+/**
+ * KVStore inside workerd (Miniflare's local KV): the seen-set part of the shared store contract
+ * and the manifest sequences in seen-set mode. KV cannot claim, and the suite checks it says so.
+ */
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { isClaimingStore } from "../../src/contract.js";
+import { BatchEngine } from "../../src/engine.js";
+import { KVStore, type SeenSetKV } from "../../stores/kv.js";
+import { testStore } from "../store-contract.js";
+
+testStore("KVStore", {
+  claims: false,
+  clock: "real",
+  make: ({ namespace, retentionMs }) => new KVStore(env.SEEN, { namespace, retentionMs }),
+});
+
+testStore("KVStore (per-key reads)", {
+  claims: false,
+  clock: "real",
+  make: ({ namespace, retentionMs }) => new KVStore(env.SEEN, { namespace, retentionMs, bulkGet: false }),
+});
+
+describe("KVStore specifics", () => {
+  it("is never a claiming store, so the engine runs it in seen-set mode", () => {
+    const store = new KVStore(env.SEEN);
+    expect(isClaimingStore(store)).toBe(false);
+    expect(new BatchEngine(store, () => undefined).claimMode).toBe(false);
+    // @ts-expect-error -- the types keep KV out of claim mode: there is no claim to call.
+    expect(store.claim).toBeUndefined();
+  });
+
+  it("writes keys of at most 512 bytes with an expirationTtl of at least 60 s", async () => {
+    const puts: { key: string; ttl: number | undefined }[] = [];
+    const recording: SeenSetKV = {
+      get: ((key: string | string[], type: "text") => env.SEEN.get(key as string[], type)) as SeenSetKV["get"],
+      put: async (key, value, options) => {
+        puts.push({ key, ttl: options?.expirationTtl });
+        await env.SEEN.put(key, value, options);
+      },
+      delete: (key) => env.SEEN.delete(key),
+    };
+    const store = new KVStore(recording, { namespace: "kv-ttl", retentionMs: 1_000 });
+    await store.rememberMany(["short", "é".repeat(2000), "x".repeat(10_000)]);
+    expect(puts).toHaveLength(3);
+    for (const put of puts) {
+      expect(new TextEncoder().encode(put.key).length).toBeLessThanOrEqual(512);
+      expect(put.ttl).toBe(60);
+    }
+    expect(await store.seenMany(["short", "é".repeat(2000), "x".repeat(10_000), "other"])).toEqual([true, true, true, false]);
+    const long = new KVStore(recording, { namespace: "kv-ttl", retentionMs: 4 * 24 * 3600 * 1000 });
+    await long.remember("four-days");
+    expect(puts.at(-1)?.ttl).toBe(4 * 24 * 3600);
+  });
+
+  it("answers seenMany for more than 100 ids (bulk reads are chunked)", async () => {
+    const store = new KVStore(env.SEEN, { namespace: `kv-bulk-${Date.now()}` });
+    const ids = Array.from({ length: 250 }, (_, i) => `id-${i}`);
+    await store.rememberMany(ids.filter((_, i) => i % 3 === 0));
+    expect(await store.seenMany(ids)).toEqual(ids.map((_, i) => i % 3 === 0));
+  });
+
+  it("wraps KV failures in StoreUnavailableError", async () => {
+    // A fault Miniflare's KV does not produce on demand: a binding that rejects (mock, on purpose).
+    const fail = () => Promise.reject(new Error("KV GET failed: 500"));
+    const broken = { get: fail, put: fail, delete: fail } as unknown as SeenSetKV;
+    const store = new KVStore(broken);
+    await expect(store.seen("a")).rejects.toMatchObject({ name: "StoreUnavailableError", store: "KVStore", operation: "seen" });
+    await expect(store.seenMany(["a"])).rejects.toMatchObject({ operation: "seen" });
+    await expect(store.remember("a")).rejects.toMatchObject({ operation: "remember" });
+    await expect(store.forget("a")).rejects.toMatchObject({ operation: "forget" });
+  });
+});

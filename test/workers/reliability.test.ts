@@ -1,0 +1,45 @@
+/**
+ * The reliability suite's simulated at-least-once broker (test/reliability/simulate.ts) against
+ * DurableObjectStore + IdempotencyObject, inside workerd. Same fault mixes and verdicts as the
+ * Node-side stores in test/reliability.test.ts; the size follows RELIABILITY_FULL through
+ * vitest's provide/inject.
+ */
+import { env } from "cloudflare:workers";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { DurableObjectStore } from "../../stores/durable-object.js";
+import { seededRandom } from "../../scripts/storm.js";
+import { withFaults } from "../reliability/faults.js";
+import { RELIABILITY_MIXES, reliabilitySize } from "../reliability/mixes.js";
+import { type SimulationReport, formatSimulationTable, simulate } from "../reliability/simulate.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    reliabilityFull: boolean;
+  }
+}
+
+const full = inject("reliabilityFull") === true;
+const perMix = reliabilitySize(full);
+const reports: SimulationReport[] = [];
+const NAME = "DurableObjectStore (4 shards, workerd)";
+
+describe(`reliability: ${NAME}`, () => {
+  RELIABILITY_MIXES.forEach((mix, m) => {
+    it(`${mix.faultMix}: nothing lost, repeats only in the crash window`, { timeout: 600_000 }, async () => {
+      const random = seededRandom(2000 + m);
+      const real = new DurableObjectStore(env.IDEMPOTENCY, { namespace: `rel-${m}-${Date.now().toString(36)}`, shards: 4, objectName: "reliability" });
+      const { store, faults } = withFaults(real, mix.faults ?? {}, seededRandom(7_000 + m)); // an independent stream for store faults
+      const report = await simulate({ ...mix, store: NAME, backend: store, faults, random, messages: perMix, leaseMs: 1_500, visibilityMs: 1_800 });
+      reports.push(report);
+      expect(report.lost, "lost ids").toBe(0);
+      expect(report.duplicates.unexplained, "repeats outside the crash window").toBe(0);
+      expect(report.ackedDuringOutage, "acks while the store was down").toBe(0);
+      if (mix.outage) expect(report.storeFaults.outage ?? 0).toBeGreaterThan(0);
+      if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
+    });
+  });
+});
+
+afterAll(() => {
+  console.log(`\nReliability (${full ? "full" : "CI size"}: ${perMix} messages per mix)\n${formatSimulationTable(reports)}\n`);
+});

@@ -1,0 +1,29 @@
+/**
+ * The "workers" vitest project: tests that must run inside workerd (Durable Objects, KV,
+ * Queues), through @cloudflare/vitest-pool-workers 0.19 (the vitest-4 `cloudflareTest` plugin).
+ * The bindings come from ./wrangler.toml; its `main` (./worker.ts) is the Worker under test —
+ * the Durable Object classes and the queue consumer the producer→consumer tests drive.
+ */
+import { fileURLToPath } from "node:url";
+import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
+import { defineConfig } from "vitest/config";
+
+const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
+
+export default defineConfig({
+  plugins: [
+    cloudflareTest({
+      wrangler: { configPath: here("./wrangler.toml") },
+    }),
+  ],
+  test: {
+    name: "workers",
+    root: here("."),
+    include: ["**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    provide: { reliabilityFull: process.env.RELIABILITY_FULL === "1" },
+  },
+  // The contract suite reads ../shared/conformance (outside the project) through import.meta.glob.
+  server: { fs: { strict: false } },
+});
