@@ -15,7 +15,7 @@ import { CreateTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { CacheClient } from "@aws-lambda-powertools/idempotency/cache/types";
 import { createClient } from "@redis/client";
 import { Redis } from "ioredis";
-import { startDynamoDBLocal } from "../scripts/dynamodb-local.mjs";
+import { localClientConfig, onEveryRequest, startDynamoDBLocal } from "../scripts/dynamodb-local.mjs";
 import { createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import { startRedisServer } from "../test/setup/redis.js";
 import { type UpstashBridge, startUpstashBridge } from "../test/upstash-bridge.js";
@@ -40,15 +40,8 @@ export interface Backends {
 }
 
 function countRequests(client: DynamoDBClient, tally: Tally): DynamoDBClient {
-  client.middlewareStack.add(
-    (next) => async (args) => {
-      tally.add();
-      return next(args);
-    },
-    // After the retry middleware: one count per HTTP request actually sent.
-    { step: "deserialize", name: "benchRequestCounter" },
-  );
-  return client;
+  // After the retry middleware: one count per HTTP request actually sent.
+  return onEveryRequest(client, () => tally.add());
 }
 
 export async function startBackends(delayMs: number): Promise<Backends> {
@@ -76,11 +69,7 @@ export async function startBackends(delayMs: number): Promise<Backends> {
       for (const client of clients) await client.close().catch(() => undefined);
     });
     const dynamodbClient = (tally: Tally) => {
-      const client = new DynamoDBClient({
-        endpoint: `http://127.0.0.1:${dynamoProxy.port}`,
-        region: "us-east-1",
-        credentials: { accessKeyId: "bench", secretAccessKey: "bench" },
-      });
+      const client = new DynamoDBClient(localClientConfig(`http://127.0.0.1:${dynamoProxy.port}`));
       clients.push({ close: async () => client.destroy() });
       return countRequests(client, tally);
     };

@@ -53,7 +53,7 @@ function envelope(id: string, n: number): string {
     job: "urn:babel:orders:charge",
     trace_id: `trace-${n}`,
     data: { order: n, failRate: FAIL_RATE },
-    meta: { id, queue: "storm", lang: "ts", schema_version: 1, created_at: 1 },
+    meta: { id, queue: "storm", lang: "node", schema_version: 1, created_at: 1 },
     attempts: 0,
   });
 }

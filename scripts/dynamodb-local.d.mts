@@ -15,3 +15,13 @@ export interface DynamoDBLocal {
 }
 /** Starts DynamoDB Local in memory on a free loopback port and resolves once it accepts connections. */
 export declare function startDynamoDBLocal(options?: { timeoutMs?: number }): Promise<DynamoDBLocal>;
+/** Client configuration for a local emulator: endpoint, region, dummy credentials; `overrides` win. */
+export declare function localClientConfig<Config extends object = Record<string, unknown>>(
+  endpoint: string,
+  overrides?: Config,
+): { endpoint: string; region: string; credentials: { accessKeyId: string; secretAccessKey: string } } & Config;
+/** Calls `onRequest(commandName)` for every HTTP request the client sends (each retry attempt counts). Returns the client. */
+export declare function onEveryRequest<Client extends { middlewareStack: { add: (...args: never[]) => unknown } }>(
+  client: Client,
+  onRequest: (commandName: string) => void,
+): Client;

@@ -92,6 +92,29 @@ function canConnect(port) {
  * Starts DynamoDB Local in memory on a free loopback port.
  * Resolves to `{ endpoint, port, stop }`; `stop()` kills the JVM and resolves when it is gone.
  */
+/**
+ * Client configuration for a local emulator: its endpoint, a region, and dummy credentials
+ * (the emulator checks neither). `overrides` win.
+ */
+export function localClientConfig(endpoint, overrides = {}) {
+  return { endpoint, region: "us-east-1", credentials: { accessKeyId: "local", secretAccessKey: "local" }, ...overrides };
+}
+
+/**
+ * Calls `onRequest(commandName)` for every HTTP request `client` sends. It sits in the deserialize
+ * step, inside the SDK's retry loop, so a retried command counts once per attempt. Returns the client.
+ */
+export function onEveryRequest(client, onRequest) {
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      onRequest(context.commandName ?? "?");
+      return next(args);
+    },
+    { step: "deserialize", name: `countRequests-${Math.random().toString(36).slice(2)}` },
+  );
+  return client;
+}
+
 export async function startDynamoDBLocal({ timeoutMs = 30_000 } = {}) {
   const dir = ensureDynamoDBLocal();
   const port = await freePort();

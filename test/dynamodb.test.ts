@@ -20,31 +20,20 @@ import {
   createIdempotencyTable,
   idempotencyTableDefinition,
 } from "../stores/dynamodb.js";
-import { freePort } from "../scripts/dynamodb-local.mjs";
+import { freePort, localClientConfig, onEveryRequest } from "../scripts/dynamodb-local.mjs";
 import { testStore } from "./store-contract.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-store-${Date.now().toString(36)}`;
 
 function clientConfig(overrides: DynamoDBClientConfig = {}): DynamoDBClientConfig {
-  return {
-    endpoint,
-    region: "us-east-1",
-    credentials: { accessKeyId: "local", secretAccessKey: "local" },
-    ...overrides,
-  };
+  return localClientConfig(endpoint, overrides);
 }
 
-/** Records the name of every HTTP request a client sends (one per attempt: the deserialize step runs inside the retry loop). */
+/** Records the name of every HTTP request a client sends (one per attempt). */
 function countRequests(client: DynamoDBClient): string[] {
   const sent: string[] = [];
-  client.middlewareStack.add(
-    (next, context) => async (args) => {
-      sent.push(context.commandName ?? "?");
-      return next(args);
-    },
-    { step: "deserialize", name: "countRequests" },
-  );
+  onEveryRequest(client, (name) => sent.push(name));
   return sent;
 }
 

@@ -13,17 +13,12 @@ import type { Envelope } from "../src/envelope.js";
 import type { HandlerContext } from "../src/engine.js";
 import { fifoGroupOf, redeliveriesOf, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
 import { DynamoDBStore, type DynamoDBStoreOptions, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
-import { freePort } from "../scripts/dynamodb-local.mjs";
+import { freePort, localClientConfig, onEveryRequest } from "../scripts/dynamodb-local.mjs";
 import { conformanceSkipReason, fixture, manifest } from "./conformance-data.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-lambda-${Date.now().toString(36)}`;
-const clientConfig = (overrides: DynamoDBClientConfig = {}): DynamoDBClientConfig => ({
-  endpoint,
-  region: "us-east-1",
-  credentials: { accessKeyId: "local", secretAccessKey: "local" },
-  ...overrides,
-});
+const clientConfig = (overrides: DynamoDBClientConfig = {}): DynamoDBClientConfig => localClientConfig(endpoint, overrides);
 
 let namespaceCounter = 0;
 function store(options: Partial<DynamoDBStoreOptions> = {}): DynamoDBStore {
@@ -106,13 +101,7 @@ const failedIds = (response: SQSBatchResponse) => response.batchItemFailures.map
 
 function countRequests(client: DynamoDBClient): string[] {
   const sent: string[] = [];
-  client.middlewareStack.add(
-    (next, context) => async (args) => {
-      sent.push(context.commandName ?? "?");
-      return next(args);
-    },
-    { step: "deserialize", name: "countRequests" },
-  );
+  onEveryRequest(client, (name) => sent.push(name));
   return sent;
 }
 

@@ -42,7 +42,7 @@ function envelope(job: string, data: Record<string, unknown>, id: string) {
     job,
     trace_id: crypto.randomUUID(),
     data,
-    meta: { id, queue: "babelqueue-jobs", lang: "ts", schema_version: 1, created_at: Math.floor(Date.now() / 1000) },
+    meta: { id, queue: "babelqueue-jobs", lang: "node", schema_version: 1, created_at: Date.now() },
     attempts: 0,
   };
 }

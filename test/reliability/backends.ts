@@ -7,6 +7,7 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { inject } from "vitest";
 import type { ClaimingStore } from "../../src/contract.js";
 import { InMemoryStore } from "../../src/memory-store.js";
+import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../stores/dynamodb.js";
 import { UpstashRedisStore } from "../../stores/upstash.js";
 
@@ -22,7 +23,7 @@ export function memoryBackend(): Backend {
 
 export function dynamodbBackend(): Backend {
   const endpoint = inject("dynamodbEndpoint");
-  const client = new DynamoDBClient({ endpoint, region: "us-east-1", credentials: { accessKeyId: "local", secretAccessKey: "local" } });
+  const client = new DynamoDBClient(localClientConfig(endpoint));
   const table = `reliability-${Date.now().toString(36)}`;
   let created: Promise<void> | undefined;
   return {

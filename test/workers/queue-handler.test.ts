@@ -21,7 +21,7 @@ function envelope(id: string | undefined, data: Record<string, unknown> = {}, at
     job: "urn:babel:test:job",
     trace_id: `trace-${id ?? "none"}`,
     data,
-    meta: { ...(id === undefined ? {} : { id }), queue: "bq-test-jobs", lang: "ts", schema_version: 1, created_at: 1 },
+    meta: { ...(id === undefined ? {} : { id }), queue: "bq-test-jobs", lang: "node", schema_version: 1, created_at: 1 },
     attempts,
   };
 }
