@@ -27,7 +27,7 @@ import type { Context, SQSEvent, SQSRecord } from "aws-lambda";
 import { sqsHandler } from "../handlers/lambda-sqs.js";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import type { DemoReport } from "./demo-report.js";
-import { hasJava, startDynamoDBLocal } from "./dynamodb-local.mjs";
+import { hasJava, localClientConfig, startDynamoDBLocal } from "./dynamodb-local.mjs";
 import { runStorm } from "./storm.js";
 
 interface Backend {
@@ -89,8 +89,7 @@ export async function runLambdaScenario(): Promise<DemoReport> {
   const messages = Number(process.env.BQ_DEMO_LAMBDA_MESSAGES ?? 3_000);
   const backend = await startBackend();
   try {
-    const credentials = { accessKeyId: "demo", secretAccessKey: "demo" };
-    const client = new DynamoDBClient({ endpoint: backend.endpoint, region: "us-east-1", credentials });
+    const client = new DynamoDBClient(localClientConfig(backend.endpoint));
     const table = "babelqueue-idempotency";
     await createIdempotencyTable(client, idempotencyTableDefinition(table), { timeToLive: backend.timeToLive });
     return await runStorm({ scenario: `Lambda SQS + DynamoDBStore (${backend.name})`, messages }, (tools) => {
