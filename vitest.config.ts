@@ -26,6 +26,7 @@ export default defineConfig({
           include: ["test/**/*.test.ts"],
           exclude: ["test/workers/**", "node_modules/**"],
           globalSetup: setups,
+          provide: { conformanceRequired: Boolean(process.env.CI) },
           testTimeout: 30_000,
           hookTimeout: 60_000,
         },

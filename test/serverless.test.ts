@@ -66,6 +66,8 @@ beforeAll(() => {
     env: {
       ...process.env,
       HOME: join(work, "home"),
+      // serverless-esbuild leaves its build folders in the temp dir: keep them in ours, removed after.
+      TMPDIR: work,
       SLS_TELEMETRY_DISABLED: "1",
       SLS_NOTIFICATIONS_MODE: "off",
       AWS_ACCESS_KEY_ID: "",

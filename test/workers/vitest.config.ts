@@ -22,7 +22,7 @@ export default defineConfig({
     include: ["**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    provide: { reliabilityFull: process.env.RELIABILITY_FULL === "1" },
+    provide: { reliabilityFull: process.env.RELIABILITY_FULL === "1", conformanceRequired: Boolean(process.env.CI) },
   },
   // The contract suite reads ../shared/conformance (outside the project) through import.meta.glob.
   server: { fs: { strict: false } },
