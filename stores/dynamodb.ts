@@ -384,21 +384,31 @@ export class DynamoDBStore implements ClaimingStore {
   }
 
   async #batchWrite(requests: WriteRequest[]): Promise<void> {
-    let pending = requests;
+    await this.#untilProcessed("rememberMany", "item(s)", requests, async (pending) => {
+      const answer = await this.client.send(new BatchWriteItemCommand({ RequestItems: { [this.table]: pending } }));
+      return answer.UnprocessedItems?.[this.table] ?? [];
+    });
+  }
+
+  /**
+   * Sends `first`, then resends whatever DynamoDB returned unprocessed (throttling, size limits)
+   * with exponential backoff and jitter, `maxUnprocessedRetries` times at most.
+   */
+  async #untilProcessed<T>(operation: string, what: string, first: T[], send: (pending: T[]) => Promise<T[]>): Promise<void> {
+    let pending = first;
     for (let attempt = 0; ; attempt++) {
-      let unprocessed: WriteRequest[];
+      let unprocessed: T[];
       try {
-        const answer = await this.client.send(new BatchWriteItemCommand({ RequestItems: { [this.table]: pending } }));
-        unprocessed = answer.UnprocessedItems?.[this.table] ?? [];
+        unprocessed = await send(pending);
       } catch (error) {
-        throw this.#fail("rememberMany", error);
+        throw this.#fail(operation, error);
       }
       if (unprocessed.length === 0) return;
       if (attempt >= this.#maxRetries) {
         throw new StoreUnavailableError(
           STORE_NAME,
-          "rememberMany",
-          `${unprocessed.length} item(s) still unprocessed after ${attempt + 1} attempts on table ${this.table}`,
+          operation,
+          `${unprocessed.length} ${what} still unprocessed after ${attempt + 1} attempts on table ${this.table}`,
         );
       }
       pending = unprocessed;
@@ -459,41 +469,26 @@ export class DynamoDBStore implements ClaimingStore {
   }
 
   async #batchGet(keys: string[], found: Map<string, Item>): Promise<void> {
-    let pending: Item[] = keys.map((key) => ({ [this.keyAttribute]: { S: key } }));
-    for (let attempt = 0; ; attempt++) {
-      let unprocessed: Item[];
-      try {
-        const answer = await this.client.send(
-          new BatchGetItemCommand({
-            RequestItems: {
-              [this.table]: {
-                Keys: pending,
-                ConsistentRead: true,
-                ProjectionExpression: "#k, #s, #r",
-                ExpressionAttributeNames: { "#k": this.keyAttribute, "#s": NAMES["#s"], "#r": NAMES["#r"] },
-              },
+    const first: Item[] = keys.map((key) => ({ [this.keyAttribute]: { S: key } }));
+    await this.#untilProcessed("seenMany", "key(s)", first, async (pending) => {
+      const answer = await this.client.send(
+        new BatchGetItemCommand({
+          RequestItems: {
+            [this.table]: {
+              Keys: pending,
+              ConsistentRead: true,
+              ProjectionExpression: "#k, #s, #r",
+              ExpressionAttributeNames: { "#k": this.keyAttribute, "#s": NAMES["#s"], "#r": NAMES["#r"] },
             },
-          }),
-        );
-        for (const item of answer.Responses?.[this.table] ?? []) {
-          const key = item[this.keyAttribute]?.S;
-          if (key !== undefined) found.set(key, item);
-        }
-        unprocessed = answer.UnprocessedKeys?.[this.table]?.Keys ?? [];
-      } catch (error) {
-        throw this.#fail("seenMany", error);
+          },
+        }),
+      );
+      for (const item of answer.Responses?.[this.table] ?? []) {
+        const key = item[this.keyAttribute]?.S;
+        if (key !== undefined) found.set(key, item);
       }
-      if (unprocessed.length === 0) return;
-      if (attempt >= this.#maxRetries) {
-        throw new StoreUnavailableError(
-          STORE_NAME,
-          "seenMany",
-          `${unprocessed.length} key(s) still unprocessed after ${attempt + 1} attempts on table ${this.table}`,
-        );
-      }
-      pending = unprocessed;
-      await sleep(backoffMs(attempt));
-    }
+      return answer.UnprocessedKeys?.[this.table]?.Keys ?? [];
+    });
   }
 
   async forget(id: string): Promise<void> {

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { seededRandom } from "../scripts/storm.js";
 import { type Backend, dynamodbBackend, memoryBackend, upstashBackend } from "./reliability/backends.js";
 import { withFaults } from "./reliability/faults.js";
+import { raceDeliveries } from "./reliability/race.js";
 import { RELIABILITY_MIXES, reliabilitySize } from "./reliability/mixes.js";
 import { type SimulationReport, formatSimulationTable, simulate } from "./reliability/simulate.js";
 
@@ -48,6 +49,12 @@ function suite(backend: () => Backend): void {
         if (mix.outage) expect(report.storeFaults.outage ?? 0).toBeGreaterThan(0);
         if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
       });
+    });
+    it(`races: ${FULL ? 50 : 10} rounds of ${FULL ? 100 : 75} concurrent deliveries of one id run it once`, { timeout: 600_000 }, async () => {
+      const store = await b.make(`race-${Date.now().toString(36)}`);
+      const outcome = await raceDeliveries(store, FULL ? 50 : 10, FULL ? 100 : 75, "node");
+      expect(outcome.runsPerRound.every((runs) => runs === 1), JSON.stringify(outcome.runsPerRound)).toBe(true);
+      expect(outcome.suppressed + outcome.parked).toBe(outcome.rounds * (outcome.deliveriesPerRound - 1));
     });
     afterAll(async () => b.close?.());
   });

@@ -9,6 +9,7 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { DurableObjectStore } from "../../stores/durable-object.js";
 import { seededRandom } from "../../scripts/storm.js";
 import { withFaults } from "../reliability/faults.js";
+import { raceDeliveries } from "../reliability/race.js";
 import { RELIABILITY_MIXES, reliabilitySize } from "../reliability/mixes.js";
 import { type SimulationReport, formatSimulationTable, simulate } from "../reliability/simulate.js";
 
@@ -37,6 +38,13 @@ describe(`reliability: ${NAME}`, () => {
       if (mix.outage) expect(report.storeFaults.outage ?? 0).toBeGreaterThan(0);
       if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
     });
+  });
+
+  it(`races: ${full ? 50 : 10} rounds of ${full ? 100 : 75} concurrent deliveries of one id run it once`, { timeout: 600_000 }, async () => {
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace: `race-${Date.now().toString(36)}`, shards: 4, objectName: "reliability" });
+    const outcome = await raceDeliveries(store, full ? 50 : 10, full ? 100 : 75, "workerd");
+    expect(outcome.runsPerRound.every((runs) => runs === 1), JSON.stringify(outcome.runsPerRound)).toBe(true);
+    expect(outcome.suppressed + outcome.parked).toBe(outcome.rounds * (outcome.deliveriesPerRound - 1));
   });
 });
 
