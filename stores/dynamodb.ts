@@ -19,7 +19,7 @@
  *   consistent `GetItem` is made only when the failure carried no item (emulators such as dynalite).
  * - `claimMany`: the claims in parallel. DynamoDB has no batch *conditional* write: `BatchWriteItem`
  *   takes no conditions and `TransactWriteItems` fails as a whole when one condition fails.
- * - `remember`: unconditional `PutItem` → done. `rememberMany`: `BatchWriteItem` in chunks of 25,
+ * - `remember`: unconditional `PutItem` → done. `rememberMany`: `BatchWriteItem` in chunks of 25 (one id: a `PutItem`),
  *   `UnprocessedItems` retried with exponential backoff and jitter.
  * - `release`: `DeleteItem` conditioned on "in-flight, lease live, and still holding this token".
  * - `seen`: strongly consistent `GetItem`; `seenMany`: consistent `BatchGetItem` in chunks of 100.
@@ -363,11 +363,15 @@ export class DynamoDBStore implements ClaimingStore {
   }
 
   async remember(id: string): Promise<void> {
-    const key = await this.#key(id);
+    await this.#putDone(await this.#key(id), this.#now(), "remember");
+  }
+
+  /** The commit of one key: an unconditional PutItem of the done item. */
+  async #putDone(key: string, now: number, operation: string): Promise<void> {
     try {
-      await this.client.send(new PutItemCommand({ TableName: this.table, Item: this.#doneItem(key, this.#now()) }));
+      await this.client.send(new PutItemCommand({ TableName: this.table, Item: this.#doneItem(key, now) }));
     } catch (error) {
-      throw this.#fail("remember", error);
+      throw this.#fail(operation, error);
     }
   }
 
@@ -376,6 +380,8 @@ export class DynamoDBStore implements ClaimingStore {
     // One request may not name a key twice.
     const keys = [...new Set(await Promise.all(ids.map((id) => this.#key(id))))];
     const now = this.#now();
+    // One commit: a plain PutItem is the same one request, without the batch's unprocessed-items loop.
+    if (keys.length === 1) return this.#putDone(keys[0] as string, now, "rememberMany");
     const chunks: WriteRequest[][] = [];
     for (let i = 0; i < keys.length; i += BATCH_WRITE_LIMIT) {
       chunks.push(keys.slice(i, i + BATCH_WRITE_LIMIT).map((key) => ({ PutRequest: { Item: this.#doneItem(key, now) } })));
