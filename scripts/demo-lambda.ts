@@ -23,11 +23,12 @@
 import { createServer } from "node:net";
 import { createRequire } from "node:module";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
-import type { Context, SQSEvent, SQSRecord } from "aws-lambda";
+import type { SQSEvent, SQSRecord } from "aws-lambda";
 import { sqsHandler } from "../handlers/lambda-sqs.js";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import type { DemoReport } from "./demo-report.js";
 import { hasJava, localClientConfig, startDynamoDBLocal } from "./dynamodb-local.mjs";
+import { lambdaContext, sqsRecord } from "./lambda-events.js";
 import { runStorm } from "./storm.js";
 
 interface Backend {
@@ -64,27 +65,6 @@ async function startBackend(): Promise<Backend> {
   return startDynalite();
 }
 
-const QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:payments";
-const INVOCATION_TIMEOUT_MS = 30_000;
-
-function lambdaContext(): Context {
-  const deadline = Date.now() + INVOCATION_TIMEOUT_MS;
-  return {
-    callbackWaitsForEmptyEventLoop: false,
-    functionName: "babelqueue-demo",
-    functionVersion: "$LATEST",
-    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:babelqueue-demo",
-    memoryLimitInMB: "256",
-    awsRequestId: globalThis.crypto.randomUUID(),
-    logGroupName: "/aws/lambda/babelqueue-demo",
-    logStreamName: "demo",
-    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
-    done: () => undefined,
-    fail: () => undefined,
-    succeed: () => undefined,
-  };
-}
-
 export async function runLambdaScenario(): Promise<DemoReport> {
   const messages = Number(process.env.BQ_DEMO_LAMBDA_MESSAGES ?? 3_000);
   const backend = await startBackend();
@@ -102,24 +82,11 @@ export async function runLambdaScenario(): Promise<DemoReport> {
         observe: tools.observe,
       });
       return async (batch) => {
-        const records: SQSRecord[] = batch.map((delivery) => ({
-          messageId: delivery.deliveryId,
-          receiptHandle: `rh-${delivery.deliveryId}-${delivery.receiveCount}`,
-          body: delivery.body,
-          attributes: {
-            ApproximateReceiveCount: String(delivery.receiveCount),
-            SentTimestamp: "1760000000000",
-            SenderId: "AIDADEMO",
-            ApproximateFirstReceiveTimestamp: "1760000000000",
-          },
-          messageAttributes: {},
-          md5OfBody: "",
-          eventSource: "aws:sqs",
-          eventSourceARN: QUEUE_ARN,
-          awsRegion: "us-east-1",
-        }));
+        const records: SQSRecord[] = batch.map((delivery) =>
+          sqsRecord(delivery.body, { messageId: delivery.deliveryId, receiveCount: String(delivery.receiveCount) }),
+        );
         const event: SQSEvent = { Records: records };
-        const response = await handler(event, lambdaContext());
+        const response = await handler(event, lambdaContext(30_000, "babelqueue-demo"));
         const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
         return records.map((record) => !failed.has(record.messageId));
       };

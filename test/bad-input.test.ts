@@ -9,13 +9,14 @@
  * the point is the adapter's classification, which is runtime-free; its real-queue path runs in
  * workerd in test/workers/.
  */
-import type { Context, SQSEvent, SQSRecord } from "aws-lambda";
+import type { SQSEvent } from "aws-lambda";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { decodeEnvelope } from "../src/envelope.js";
 import { InMemoryStore } from "../src/memory-store.js";
 import { queueHandler, type QueueMessageLike } from "../handlers/cloudflare-queue.js";
 import { sqsHandler } from "../handlers/lambda-sqs.js";
+import { lambdaContext, sqsRecord } from "../scripts/lambda-events.js";
 
 const SECRET = "PAYLOAD-SECRET-7f3a";
 
@@ -86,18 +87,10 @@ describe("bad input through sqsHandler", () => {
           store,
           handle: (_envelope, ctx) => void effects.set(ctx.key ?? "", (effects.get(ctx.key ?? "") ?? 0) + 1),
         });
-        const records = items.map((item, i) => ({
-          messageId: `m-${i}`,
-          receiptHandle: "r",
-          body: item.kind === "good" ? JSON.stringify(good(item.id)) : toText(item.body),
-          attributes: { ApproximateReceiveCount: "1" },
-          messageAttributes: {},
-          md5OfBody: "",
-          eventSource: "aws:sqs",
-          eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:q",
-          awsRegion: "us-east-1",
-        })) as unknown as SQSRecord[];
-        const context = { getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
+        const records = items.map((item, i) =>
+          sqsRecord(item.kind === "good" ? JSON.stringify(good(item.id)) : toText(item.body), { messageId: `m-${i}` }),
+        );
+        const context = lambdaContext();
         const response = await handler({ Records: records } as SQSEvent, context);
         const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
         const goodIds = new Set(items.flatMap((item) => (item.kind === "good" ? [item.id] : [])));
@@ -117,7 +110,7 @@ describe("bad input through sqsHandler", () => {
 
   it("handles an empty batch and a missing Records field", async () => {
     const handler = sqsHandler({ store: new InMemoryStore(), handle: () => {} });
-    const context = { getRemainingTimeInMillis: () => 1000 } as unknown as Context;
+    const context = lambdaContext(1_000);
     expect(await handler({ Records: [] }, context)).toEqual({ batchItemFailures: [] });
     expect(await handler({} as SQSEvent, context)).toEqual({ batchItemFailures: [] });
   });

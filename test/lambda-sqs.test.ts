@@ -14,6 +14,7 @@ import type { HandlerContext } from "../src/engine.js";
 import { fifoGroupOf, redeliveriesOf, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
 import { DynamoDBStore, type DynamoDBStoreOptions, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import { freePort, localClientConfig, onEveryRequest } from "../scripts/dynamodb-local.mjs";
+import { FIFO_QUEUE_ARN, STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../scripts/lambda-events.js";
 import { conformanceSkipReason, fixture, manifest } from "./conformance-data.js";
 
 const endpoint = inject("dynamodbEndpoint");
@@ -32,9 +33,6 @@ beforeAll(async () => {
 
 // ---- SQS events as Lambda delivers them -------------------------------------------------------
 
-const STANDARD_ARN = "arn:aws:sqs:us-east-1:123456789012:orders";
-const FIFO_ARN = "arn:aws:sqs:us-east-1:123456789012:orders.fifo";
-let messageCounter = 0;
 
 function envelope(id: string | undefined, extra: Record<string, unknown> = {}): string {
   const body = fixture("fixtures/order-created.json");
@@ -42,58 +40,6 @@ function envelope(id: string | undefined, extra: Record<string, unknown> = {}): 
   if (id === undefined) delete meta.id;
   else meta.id = id;
   return JSON.stringify({ ...body, ...extra });
-}
-
-interface RecordShape {
-  receiveCount?: string | null;
-  group?: string;
-  arn?: string;
-  messageId?: string;
-}
-
-function sqsRecord(body: string, shape: RecordShape = {}): SQSRecord {
-  messageCounter += 1;
-  const fifo = (shape.arn ?? (shape.group ? FIFO_ARN : STANDARD_ARN)).endsWith(".fifo");
-  const attributes: Record<string, string> = {
-    SentTimestamp: String(Date.now() - 1000),
-    SenderId: "AIDAIENQZJOLO23YVJ4VO",
-    ApproximateFirstReceiveTimestamp: String(Date.now() - 500),
-  };
-  if (shape.receiveCount !== null) attributes.ApproximateReceiveCount = shape.receiveCount ?? "1";
-  if (fifo) {
-    attributes.SequenceNumber = String(18849496460467696128n + BigInt(messageCounter));
-    attributes.MessageGroupId = shape.group ?? "default";
-    attributes.MessageDeduplicationId = `dedup-${messageCounter}`;
-  }
-  return {
-    messageId: shape.messageId ?? `059f36b4-87a3-44ab-83d2-${String(messageCounter).padStart(12, "0")}`,
-    receiptHandle: `AQEBwJnKyrHigUMZj6rYigCgxlaS3SLy0a${messageCounter}`,
-    body,
-    attributes: attributes as unknown as SQSRecord["attributes"],
-    messageAttributes: {},
-    md5OfBody: "e4e68fb7bd0e697a0ae8f1bb342846b3",
-    eventSource: "aws:sqs",
-    eventSourceARN: shape.arn ?? (fifo ? FIFO_ARN : STANDARD_ARN),
-    awsRegion: "us-east-1",
-  };
-}
-
-function lambdaContext(remainingMs = 30_000): Context {
-  const deadline = Date.now() + remainingMs;
-  return {
-    callbackWaitsForEmptyEventLoop: true,
-    functionName: "babelqueue-consumer",
-    functionVersion: "$LATEST",
-    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:babelqueue-consumer",
-    memoryLimitInMB: "256",
-    awsRequestId: crypto.randomUUID(),
-    logGroupName: "/aws/lambda/babelqueue-consumer",
-    logStreamName: "2026/01/01/[$LATEST]0123456789abcdef",
-    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
-    done: () => undefined,
-    fail: () => undefined,
-    succeed: () => undefined,
-  };
 }
 
 const event = (records: SQSRecord[]): SQSEvent => ({ Records: records });
@@ -283,7 +229,7 @@ describe("sqsHandler on DynamoDB Local", () => {
   });
 
   it("treats MessageGroupId on a standard queue as no FIFO group", () => {
-    const record = sqsRecord(envelope("x"), { arn: STANDARD_ARN });
+    const record = sqsRecord(envelope("x"), { arn: STANDARD_QUEUE_ARN });
     (record.attributes as unknown as Record<string, string>).MessageGroupId = "fair-queue-tenant";
     expect(fifoGroupOf(record)).toBeUndefined();
     expect(fifoGroupOf(sqsRecord(envelope("x"), { group: "g" }))).toBe("g");
