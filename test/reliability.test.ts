@@ -50,6 +50,33 @@ function suite(backend: () => Backend): void {
         if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
       });
     });
+    if (b.partitioned) {
+      const partitioned = b.partitioned.bind(b);
+      it("network partition mid-run (connections reset for 1 s): nothing acked while cut, nothing lost after", { timeout: 600_000 }, async () => {
+        const random = seededRandom(3000);
+        const target = await partitioned(`part-${Date.now().toString(36)}`);
+        try {
+          const report = await simulate({
+            faultMix: "network partition mid-run (real)",
+            handlerFailure: 0.05,
+            store: b.name,
+            backend: target.store,
+            random,
+            messages: PER_MIX,
+            leaseMs: 1_500,
+            visibilityMs: 1_800,
+            outage: { atFraction: 0.3, durationMs: 1_000, begin: target.cut, end: target.heal },
+          });
+          reports.push(report);
+          expect(report.lost, "lost ids").toBe(0);
+          expect(report.duplicates.unexplained, "repeats outside the crash window").toBe(0);
+          expect(report.ackedDuringOutage, "acks while the network was cut").toBe(0);
+          expect(report.storeUnavailable, "the cut was felt").toBeGreaterThan(0);
+        } finally {
+          await target.close();
+        }
+      });
+    }
     it(`races: ${FULL ? 50 : 10} rounds of ${FULL ? 100 : 75} concurrent deliveries of one id run it once`, { timeout: 600_000 }, async () => {
       const store = await b.make(`race-${Date.now().toString(36)}`);
       const outcome = await raceDeliveries(store, FULL ? 50 : 10, FULL ? 100 : 75, "node");

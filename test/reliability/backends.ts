@@ -1,7 +1,8 @@
 /**
  * The claiming stores the reliability suite runs against, each on its real local backend as the
  * test run's global setups started it (DynamoDB Local, redis-server behind the Upstash REST
- * bridge). Each call gives a fresh namespace, so runs never see each other's ids.
+ * bridge). Each call gives a fresh namespace, so runs never see each other's ids. The network
+ * backends can also be reached through a partition proxy, for a real outage.
  */
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import { inject } from "vitest";
@@ -10,10 +11,22 @@ import { InMemoryStore } from "../../src/memory-store.js";
 import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../stores/dynamodb.js";
 import { UpstashRedisStore } from "../../stores/upstash.js";
+import { Redis } from "@upstash/redis";
+import { startPartitionProxy } from "./partition-proxy.js";
+
+/** A store whose network to the backend can be cut for real (see partition-proxy.ts). */
+export interface Partitioned {
+  store: ClaimingStore;
+  cut(): void;
+  heal(): void;
+  close(): Promise<void>;
+}
 
 export interface Backend {
   name: string;
   make(namespace: string): Promise<ClaimingStore>;
+  /** The same store, reached through a proxy the test can cut: a real network outage. */
+  partitioned?(namespace: string): Promise<Partitioned>;
   close?(): Promise<void>;
 }
 
@@ -32,6 +45,20 @@ export function dynamodbBackend(): Backend {
       await (created ??= createIdempotencyTable(client, idempotencyTableDefinition(table)));
       return new DynamoDBStore({ table, client, namespace });
     },
+    partitioned: async (namespace) => {
+      await (created ??= createIdempotencyTable(client, idempotencyTableDefinition(table)));
+      const proxy = await startPartitionProxy(Number(new URL(endpoint).port));
+      const cutClient = new DynamoDBClient(localClientConfig(`http://127.0.0.1:${proxy.port}`));
+      return {
+        store: new DynamoDBStore({ table, client: cutClient, namespace }),
+        cut: proxy.cut,
+        heal: proxy.heal,
+        close: async () => {
+          cutClient.destroy();
+          await proxy.close();
+        },
+      };
+    },
     close: async () => client.destroy(),
   };
 }
@@ -39,5 +66,13 @@ export function dynamodbBackend(): Backend {
 export function upstashBackend(): Backend {
   const url = inject("upstashUrl");
   const token = inject("upstashToken");
-  return { name: "UpstashRedisStore (REST → redis-server)", make: async (namespace) => new UpstashRedisStore({ url, token, namespace }) };
+  return {
+    name: "UpstashRedisStore (REST → redis-server)",
+    make: async (namespace) => new UpstashRedisStore({ url, token, namespace }),
+    partitioned: async (namespace) => {
+      const proxy = await startPartitionProxy(Number(new URL(url).port));
+      const client = new Redis({ url: `http://127.0.0.1:${proxy.port}`, token, enableTelemetry: false, retry: { retries: 1, backoff: () => 50 } });
+      return { store: new UpstashRedisStore({ client, namespace, timeoutMs: 1_000 }), cut: proxy.cut, heal: proxy.heal, close: proxy.close };
+    },
+  };
 }

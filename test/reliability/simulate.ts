@@ -15,6 +15,7 @@
 import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine.js";
+import { StoreUnavailableError } from "../../src/errors.js";
 import type { FaultSwitch } from "./faults.js";
 
 export interface SimulationOptions {
@@ -37,8 +38,11 @@ export interface SimulationOptions {
   crash?: { beforeEffect?: number; afterEffectBeforeCommit?: number; afterCommitBeforeAck?: number };
   /** Per handler run: probability that it throws. */
   handlerFailure?: number;
-  /** Take the store down when this fraction of ids has taken effect, for `durationMs`. */
-  outage?: { atFraction: number; durationMs: number };
+  /**
+   * Take the store down when this fraction of ids has taken effect, for `durationMs`: through the
+   * fault switch, or for real through `begin` / `end` (e.g. cutting the network to the backend).
+   */
+  outage?: { atFraction: number; durationMs: number; begin?: () => void | Promise<void>; end?: () => void | Promise<void> };
   /** Give up (and report lost ids) after this long. */
   deadlineMs?: number;
 }
@@ -53,9 +57,14 @@ export interface SimulationReport {
   /** Extra effects beyond one per id, by cause. */
   duplicates: { crashWindow: number; commitFailed: number; unexplained: number };
   crashes: number;
-  /** Acknowledgements of batches that started while the store was down (must be 0). */
+  /**
+   * Deliveries acknowledged as `ran` or `duplicate` by a batch that began and ended while the store
+   * was down (must be 0: either needs the store's answer). A `commit-failed` ack is allowed.
+   */
   ackedDuringOutage: number;
   storeFaults: Record<string, number>;
+  /** Deliveries the engine reported as not run because the store could not answer. */
+  storeUnavailable: number;
   elapsedMs: number;
 }
 
@@ -111,6 +120,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   let deliveries = 0;
   let crashes = 0;
   let ackedDuringOutage = 0;
+  let storeUnavailable = 0;
   let outageDone = options.outage === undefined;
 
   const take = (): QueuedDelivery[] => {
@@ -126,13 +136,20 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     queue.push({ ...delivery, receiveCount: delivery.receiveCount + 1, visibleAt: Date.now() + visibilityMs });
   };
 
+  let outageActive = false;
   const maybeOutage = async () => {
-    if (outageDone || options.outage === undefined || options.faults === undefined) return;
-    if (effects.size < options.outage.atFraction * ids.length) return;
+    const outage = options.outage;
+    if (outageDone || outage === undefined) return;
+    if (effects.size < outage.atFraction * ids.length) return;
     outageDone = true;
-    options.faults.down = true;
-    await sleep(options.outage.durationMs);
-    options.faults.down = false;
+    outageActive = true;
+    if (outage.begin) await outage.begin();
+    else if (options.faults) options.faults.down = true;
+    await sleep(outage.durationMs);
+    // Marked over before the store comes back, so no answer of the healed store counts as "while down".
+    outageActive = false;
+    if (outage.end) await outage.end();
+    else if (options.faults) options.faults.down = false;
   };
 
   const consumer = async () => {
@@ -145,6 +162,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         continue;
       }
       deliveries += batch.length;
+      const startedDown = outageActive;
       const roll = random();
       const point =
         roll < crash.beforeEffect
@@ -154,7 +172,6 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
             : roll < crash.beforeEffect + crash.afterEffectBeforeCommit + crash.afterCommitBeforeAck
               ? "after-commit"
               : "none";
-      const downAtStart = options.faults?.down === true;
       let died: () => void = () => {};
       const death = new Promise<"died">((resolve) => {
         died = () => resolve("died");
@@ -186,8 +203,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       results.forEach((result, i) => {
         const delivery = batch[i] as QueuedDelivery;
         if (result.status === "commit-failed") commitFailed.add(delivery.id);
+        if (result.status === "failed" && result.error instanceof StoreUnavailableError) storeUnavailable += 1;
         if (result.ack) {
-          if (downAtStart) ackedDuringOutage += 1;
+          if (startedDown && outageActive && (result.status === "ran" || result.status === "duplicate")) ackedDuringOutage += 1;
           return;
         }
         giveBack(delivery);
@@ -221,6 +239,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     crashes,
     ackedDuringOutage,
     storeFaults: { ...(options.faults?.injected ?? {}) },
+    storeUnavailable,
     elapsedMs: Date.now() - started,
   };
 }
@@ -240,9 +259,10 @@ export function formatSimulationTable(reports: readonly SimulationReport[]): str
           ]
             .filter(Boolean)
             .join("; ")})`;
-    const faults = Object.entries(r.storeFaults)
-      .map(([kind, n]) => `${kind} ${n}`)
-      .join(", ") || "-";
+    const faults =
+      Object.entries(r.storeFaults)
+        .map(([kind, n]) => `${kind} ${n}`)
+        .join(", ") || (r.storeUnavailable > 0 ? `${r.storeUnavailable} deliveries refused: store unreachable` : "-");
     return `| ${r.store} | ${r.faultMix} | ${r.messages} | ${r.deliveries} | ${r.effects} | ${r.lost} | ${why} | ${r.crashes} | ${faults} | ${r.ackedDuringOutage} | ${(r.elapsedMs / 1000).toFixed(1)} |`;
   });
   return [header, rule, ...rows].join("\n");
