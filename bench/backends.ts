@@ -19,7 +19,7 @@ import { localClientConfig, onEveryRequest, startDynamoDBLocal } from "../script
 import { createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import { startRedisServer } from "../test/setup/redis.js";
 import { type UpstashBridge, startUpstashBridge } from "../test/upstash-bridge.js";
-import { type DelayProxy, startDelayProxy } from "./delay-proxy.js";
+import { type TcpProxy, startTcpProxy } from "../scripts/tcp-proxy.js";
 import { Tally } from "./kit.js";
 
 export const OUR_TABLE = "bq-bench-ours";
@@ -56,13 +56,13 @@ export async function startBackends(delayMs: number): Promise<Backends> {
     const bridge = await startUpstashBridge({ redisPort: redis.port, token });
     stops.push(() => bridge.close());
     const bridgePort = Number(new URL(bridge.url).port);
-    const proxies: DelayProxy[] = await Promise.all([
-      startDelayProxy({ targetPort: dynamo.port, delayMs }),
-      startDelayProxy({ targetPort: redis.port, delayMs }),
-      startDelayProxy({ targetPort: bridgePort, delayMs }),
+    const proxies: TcpProxy[] = await Promise.all([
+      startTcpProxy({ targetPort: dynamo.port, delayMs }),
+      startTcpProxy({ targetPort: redis.port, delayMs }),
+      startTcpProxy({ targetPort: bridgePort, delayMs }),
     ]);
     for (const proxy of proxies) stops.push(() => proxy.close());
-    const [dynamoProxy, redisProxy, bridgeProxy] = proxies as [DelayProxy, DelayProxy, DelayProxy];
+    const [dynamoProxy, redisProxy, bridgeProxy] = proxies as [TcpProxy, TcpProxy, TcpProxy];
 
     const clients: { close(): Promise<void> }[] = [];
     stops.push(async () => {

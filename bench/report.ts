@@ -234,7 +234,7 @@ export function renderMarkdown(results: BenchResults): string {
   out.push(`## Wall time per batch, ${facts.delayMs} ms injected each way`);
   out.push("");
   out.push(
-    `A TCP delay proxy (bench/delay-proxy.ts) holds every chunk ${facts.delayMs} ms in each direction between the function and DynamoDB Local, redis-server and the REST bridge (a ${2 * facts.delayMs} ms round trip). Median of ${facts.rounds} rounds after a warm-up round, kits interleaved in rotating order. DynamoDB Local's own service time (a JVM emulator) is part of every DynamoDB figure.`,
+    `A TCP delay proxy (scripts/tcp-proxy.ts) holds every chunk ${facts.delayMs} ms in each direction between the function and DynamoDB Local, redis-server and the REST bridge (a ${2 * facts.delayMs} ms round trip). Median of ${facts.rounds} rounds after a warm-up round, kits interleaved in rotating order. DynamoDB Local's own service time (a JVM emulator) is part of every DynamoDB figure.`,
   );
   out.push("");
   out.push("**DynamoDB:**");

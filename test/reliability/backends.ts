@@ -12,9 +12,9 @@ import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../stores/dynamodb.js";
 import { UpstashRedisStore } from "../../stores/upstash.js";
 import { Redis } from "@upstash/redis";
-import { startPartitionProxy } from "./partition-proxy.js";
+import { startTcpProxy } from "../../scripts/tcp-proxy.js";
 
-/** A store whose network to the backend can be cut for real (see partition-proxy.ts). */
+/** A store whose network to the backend can be cut for real (see scripts/tcp-proxy.ts). */
 export interface Partitioned {
   store: ClaimingStore;
   cut(): void;
@@ -47,7 +47,7 @@ export function dynamodbBackend(): Backend {
     },
     partitioned: async (namespace) => {
       await (created ??= createIdempotencyTable(client, idempotencyTableDefinition(table)));
-      const proxy = await startPartitionProxy(Number(new URL(endpoint).port));
+      const proxy = await startTcpProxy({ targetPort: Number(new URL(endpoint).port) });
       const cutClient = new DynamoDBClient(localClientConfig(`http://127.0.0.1:${proxy.port}`));
       return {
         store: new DynamoDBStore({ table, client: cutClient, namespace }),
@@ -70,7 +70,7 @@ export function upstashBackend(): Backend {
     name: "UpstashRedisStore (REST → redis-server)",
     make: async (namespace) => new UpstashRedisStore({ url, token, namespace }),
     partitioned: async (namespace) => {
-      const proxy = await startPartitionProxy(Number(new URL(url).port));
+      const proxy = await startTcpProxy({ targetPort: Number(new URL(url).port) });
       const client = new Redis({ url: `http://127.0.0.1:${proxy.port}`, token, enableTelemetry: false, retry: { retries: 1, backoff: () => 50 } });
       return { store: new UpstashRedisStore({ client, namespace, timeoutMs: 1_000 }), cut: proxy.cut, heal: proxy.heal, close: proxy.close };
     },
