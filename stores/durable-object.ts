@@ -303,11 +303,6 @@ function checkKeys(keys: unknown): string[] {
   return keys as string[];
 }
 
-function checkWindow(name: string, ms: unknown): number {
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms <= 0) throw new TypeError(`${name} must be a positive number`);
-  return ms;
-}
-
 /**
  * The Durable Object class. Re-export it from your Worker and bind it with a SQLite migration:
  *
@@ -357,7 +352,7 @@ export class IdempotencyObject extends DurableObject {
   /** Claims every key in one transaction; answers in order (a key repeated in the batch is in-flight the second time). */
   async claim(keys: string[], leaseMs: number): Promise<ShardClaim[]> {
     checkKeys(keys);
-    checkWindow("leaseMs", leaseMs);
+    checkMs("leaseMs", leaseMs);
     const now = Date.now();
     const leaseUntil = now + leaseMs;
     let claimedAny = false;
@@ -386,7 +381,7 @@ export class IdempotencyObject extends DurableObject {
   /** Commits every key: done, token cleared, retained for `retentionMs` from now, whatever the lease state. */
   async remember(keys: string[], retentionMs: number): Promise<void> {
     checkKeys(keys);
-    checkWindow("retentionMs", retentionMs);
+    checkMs("retentionMs", retentionMs);
     if (keys.length === 0) return;
     const retainUntil = Date.now() + retentionMs;
     this.#state.storage.transactionSync(() => {
