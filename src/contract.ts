@@ -15,33 +15,73 @@
  * then dies before `remember` is retried once the lease is over (see README, "the window").
  */
 
-/** The answer of `claim`: exactly one of three. */
+/**
+ * The answer of `claim`: exactly one of three.
+ *
+ * `done` and `in-flight` carry the fingerprint the id was claimed (or remembered) under, when
+ * one was stored, so the engine can tell a redelivery (same fingerprint) from a reused id with
+ * another payload (a `conflict`) without another request. A record written without one (an
+ * older version, or fingerprints off) has none and matches anything.
+ */
 export type Claim =
   /** This caller won. It owns the id until `leaseMs` elapses, and must `remember` or `release` it. */
   | { readonly status: "claimed"; readonly token: string }
   /** The id's effect is already committed: skip the handler and acknowledge the delivery. */
-  | { readonly status: "done" }
+  | { readonly status: "done"; readonly fingerprint?: string }
   /**
    * Another delivery holds a live lease: do not run and do not acknowledge.
    * `retryAfterMs` is the lease's remaining time (0 when the store cannot tell).
    */
-  | { readonly status: "in-flight"; readonly retryAfterMs: number };
+  | { readonly status: "in-flight"; readonly retryAfterMs: number; readonly fingerprint?: string };
 
 /** The status names of `Claim`, for exhaustive switches. */
 export type ClaimStatus = Claim["status"];
 
-/** The seen-set every BabelQueue SDK shares. */
+/** What a seen-set store recalls of one id: whether it is committed, and under which fingerprint. */
+export interface Recall {
+  readonly seen: boolean;
+  /** The fingerprint the id was remembered under, when one was stored. */
+  readonly fingerprint?: string;
+}
+
+/**
+ * The seen-set every BabelQueue SDK shares. Its three methods may also answer synchronously
+ * (BabelQueue's own `InMemoryStore` does): the engine awaits whatever they return.
+ */
 export interface Store {
   /** True only for an id whose effect has been committed and is still within retention. */
-  seen(id: string): Promise<boolean>;
-  /** Record the id as processed (the commit). Kept for the store's retention window. */
-  remember(id: string): Promise<void>;
+  seen(id: string): Promise<boolean> | boolean;
+  /**
+   * Record the id as processed (the commit). Kept for the store's retention window.
+   * `fingerprint` (optional) is kept with it; a claiming store keeps the one of the claim when none is given.
+   */
+  remember(id: string, fingerprint?: string): Promise<void> | void;
   /** Drop the id, whatever its state, so that a deliberate replay runs again. */
-  forget(id: string): Promise<void>;
+  forget(id: string): Promise<void> | void;
   /** Optional batch form of `seen`: one answer per id, in order. */
   seenMany?(ids: readonly string[]): Promise<boolean[]>;
-  /** Optional batch form of `remember`: the commit of many ids in one store step. */
-  rememberMany?(ids: readonly string[]): Promise<void>;
+  /**
+   * Optional: `seenMany` plus the stored fingerprints, in the same one step. A seen-set store that
+   * has it lets the engine report a reused id with another payload as a `conflict`.
+   */
+  recallMany?(ids: readonly string[]): Promise<Recall[]>;
+  /**
+   * Optional batch form of `remember`: the commit of many ids in one store step.
+   * `fingerprints`, when given, has one entry per id (undefined where there is none).
+   */
+  rememberMany?(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void>;
+  /** Optional, for operators (the CLI): what the store holds for one id, or null when nothing. */
+  inspect?(id: string): Promise<IdRecord | null>;
+}
+
+/** What a store holds for one id, as an operator sees it. */
+export interface IdRecord {
+  readonly status: "in-flight" | "done";
+  /** in-flight: the lease's remaining time (ms). */
+  readonly leaseLeftMs?: number;
+  /** done: the retention's remaining time (ms). */
+  readonly retentionLeftMs?: number;
+  readonly fingerprint?: string;
 }
 
 /** One owned claim, as `releaseMany` takes it. */
@@ -55,17 +95,18 @@ export interface ClaimingStore extends Store {
   /**
    * Claim `id` for `leaseMs` (the store's default lease when omitted). Atomic: of any number
    * of concurrent callers at most one gets `claimed`. An expired lease, or a committed id
-   * whose retention has expired, can be claimed again.
+   * whose retention has expired, can be claimed again. `fingerprint`, when given, is stored with
+   * the claim (and kept by the commit); `done` / `in-flight` answers return the stored one.
    */
-  claim(id: string, leaseMs?: number): Promise<Claim>;
+  claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim>;
   /**
    * Drop an *uncommitted* claim, and only if `token` still owns it. Resolves to true when
    * this call removed the claim; false when it was already gone, committed, or re-claimed
    * by someone else (the fence held).
    */
   release(id: string, token: string): Promise<boolean>;
-  /** Optional batch form of `claim`: one `Claim` per id, in order. */
-  claimMany?(ids: readonly string[], leaseMs?: number): Promise<Claim[]>;
+  /** Optional batch form of `claim`: one `Claim` per id, in order; `fingerprints` one per id when given. */
+  claimMany?(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]>;
   /** Optional batch form of `release`. */
   releaseMany?(claims: readonly ClaimRef[]): Promise<void>;
 }
@@ -95,3 +136,38 @@ export interface StoreWindows {
 export const DEFAULT_LEASE_MS = 60_000;
 /** Default retention of a committed id: SQS's and Cloudflare Queues' default message retention. */
 export const DEFAULT_RETENTION_MS = 4 * 24 * 60 * 60 * 1000;
+
+/** The claim a transactional commit is fenced by: the id, the token that owns it, its fingerprint. */
+export interface FencedClaim {
+  readonly id: string;
+  readonly token: string;
+  readonly fingerprint?: string;
+}
+
+/**
+ * A claiming store that can commit a message together with the handler's own writes as ONE atomic
+ * transaction, fenced by the claim (transactional mode, DESIGN §6). `Tx` is the handle the handler
+ * writes through (DynamoDB: a collector of TransactWriteItems actions; Postgres: the transaction's
+ * client; D1: a collector of prepared statements).
+ *
+ * What this is *not*: a cover for effects outside the store's database. An email sent or a card
+ * charged inside `work` is not rolled back by anything here.
+ */
+export interface TransactionalStore<Tx> extends ClaimingStore {
+  /**
+   * Opens a transaction, calls `work(tx)` (the handler), then commits the handler's writes and the
+   * commit of `claim.id` — conditioned on `claim.token` still owning the id — as one atomic unit.
+   * Resolves when both happened. Rejects, with nothing written, with:
+   * - whatever `work` threw;
+   * - `FenceLostError` when the claim is no longer this caller's (lease expired and re-claimed, forgotten);
+   * - `TransactionConditionError` when a condition of the handler's own writes failed;
+   * - `StoreUnavailableError` when transient failures (throttling, serialization failures, deadlocks)
+   *   outlast the store's bounded retries.
+   */
+  transact(claim: FencedClaim, work: (tx: Tx) => Promise<void>): Promise<void>;
+}
+
+/** Tells a store that offers transactional mode. */
+export function isTransactionalStore(store: Store): store is TransactionalStore<unknown> {
+  return isClaimingStore(store) && typeof (store as Partial<TransactionalStore<unknown>>).transact === "function";
+}

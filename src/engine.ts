@@ -176,7 +176,7 @@ async function pool<T>(lanes: readonly T[], limit: number, work: (lane: T) => Pr
 }
 
 /** Settles every promise of a per-id fallback into values or errors. */
-async function settleEach<T>(calls: readonly (() => Promise<T>)[]): Promise<({ ok: true; value: T } | { ok: false; error: unknown })[]> {
+async function settleEach<T>(calls: readonly (() => T | Promise<T>)[]): Promise<({ ok: true; value: T } | { ok: false; error: unknown })[]> {
   return Promise.all(
     calls.map(async (call) => {
       try {
@@ -335,7 +335,7 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
         else item.gate = { kind: "store-error", mode: "claim", error: answer.ok ? malformed("claim") : answer.error };
       });
     } else {
-      const answers = await this.#gateStep("seen", keys, store.seenMany?.bind(store), (key) => store.seen(key), undefined);
+      const answers = await this.#gateStep("seen", keys, store.seenMany?.bind(store), async (key) => store.seen(key), undefined);
       items.forEach((item, i) => {
         const answer = answers[i] as { ok: true; value: unknown } | { ok: false; error: unknown };
         if (answer.ok && typeof answer.value === "boolean") item.gate = { kind: "seen", seen: answer.value };

@@ -53,3 +53,57 @@ export class GroupBlockedError extends BabelQueueServerlessError {
     this.group = group;
   }
 }
+
+/**
+ * Another delivery holds the id's claim right now: not run, not acknowledged. Retry after
+ * `retryAfterMs` (the other delivery's remaining lease; 0 when the store cannot tell).
+ */
+export class InFlightError extends BabelQueueServerlessError {
+  readonly key: string;
+  readonly retryAfterMs: number;
+  constructor(key: string, retryAfterMs: number) {
+    super("IN_FLIGHT", `not run: another delivery of this id holds its claim (retry after ${retryAfterMs} ms)`);
+    this.key = key;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
+ * The id was already claimed or committed under another payload fingerprint: a producer reused an
+ * id for a different message. Not run. The message names the key, never the payload.
+ */
+export class PayloadConflictError extends BabelQueueServerlessError {
+  readonly key: string;
+  readonly stored: string;
+  readonly received: string;
+  readonly state: "done" | "in-flight";
+  constructor(key: string, state: "done" | "in-flight", stored: string, received: string) {
+    super(
+      "PAYLOAD_CONFLICT",
+      `id ${JSON.stringify(key.length > 200 ? `${key.slice(0, 200)}…` : key)} was ${state === "done" ? "committed" : "claimed"} with another payload (fingerprint ${stored}, this message ${received})`,
+    );
+    this.key = key;
+    this.state = state;
+    this.stored = stored;
+    this.received = received;
+  }
+}
+
+/** Transactional mode: the claim is no longer this delivery's (lease expired and re-claimed, or forgotten). Nothing was written. */
+export class FenceLostError extends BabelQueueServerlessError {
+  readonly key: string;
+  constructor(key: string) {
+    super("FENCE_LOST", "transaction not committed: this delivery no longer owns the id's claim; nothing was written");
+    this.key = key;
+  }
+}
+
+/** Transactional mode: a condition of the handler's own writes failed. Nothing was written. */
+export class TransactionConditionError extends BabelQueueServerlessError {
+  /** Indexes (in the handler's order) of the writes whose condition failed, when the backend says. */
+  readonly failed: readonly number[];
+  constructor(detail: string, failed: readonly number[] = [], options?: { cause?: unknown }) {
+    super("TRANSACTION_CONDITION", `transaction not committed: ${detail}`, options);
+    this.failed = failed;
+  }
+}

@@ -72,19 +72,19 @@ export function withFaults<S extends Store>(store: S, rates: FaultRates, random:
     return call();
   };
   const base: Store = {
-    seen: (id) => guard("seen", () => store.seen(id)),
-    remember: (id) => guard("remember", () => store.remember(id)),
-    forget: (id) => guard("forget", () => store.forget(id)),
+    seen: (id) => guard("seen", async () => store.seen(id)),
+    remember: (id, fingerprint) => guard("remember", async () => store.remember(id, fingerprint)),
+    forget: (id) => guard("forget", async () => store.forget(id)),
     ...(store.seenMany ? { seenMany: (ids: readonly string[]) => guard("seenMany", () => (store.seenMany as NonNullable<Store["seenMany"]>).call(store, ids)) } : {}),
-    ...(store.rememberMany ? { rememberMany: (ids: readonly string[]) => guard("rememberMany", () => (store.rememberMany as NonNullable<Store["rememberMany"]>).call(store, ids)) } : {}),
+    ...(store.rememberMany ? { rememberMany: (ids: readonly string[], fingerprints?: readonly (string | undefined)[]) => guard("rememberMany", () => (store.rememberMany as NonNullable<Store["rememberMany"]>).call(store, ids, fingerprints)) } : {}),
   };
   if (!isClaimingStore(store)) return { store: base as S, faults };
   const claiming: ClaimingStore = {
     ...base,
-    claim: (id: string, leaseMs?: number): Promise<Claim> => guard("claim", () => store.claim(id, leaseMs)),
+    claim: (id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> => guard("claim", () => store.claim(id, leaseMs, fingerprint)),
     release: (id: string, token: string) => guard("release", () => store.release(id, token)),
     ...(store.claimMany
-      ? { claimMany: (ids: readonly string[], leaseMs?: number) => guard("claimMany", () => (store.claimMany as NonNullable<ClaimingStore["claimMany"]>).call(store, ids, leaseMs)) }
+      ? { claimMany: (ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]) => guard("claimMany", () => (store.claimMany as NonNullable<ClaimingStore["claimMany"]>).call(store, ids, leaseMs, fingerprints)) }
       : {}),
     ...(store.releaseMany
       ? { releaseMany: (claims: readonly ClaimRef[]) => guard("releaseMany", () => (store.releaseMany as NonNullable<ClaimingStore["releaseMany"]>).call(store, claims)) }
