@@ -4,11 +4,17 @@
  *
  * Per message it hands the engine a delivery (the body as it came: an object for
  * `contentType: "json"`, or a JSON string; `redeliveries` = `message.attempts − 1`; the message,
- * `env` and the execution context as the handler's context) and maps each result back:
- * `ack()` when the engine says ack (ran, duplicate, dropped invalid, commit-failed), otherwise
- * `retry()` — for an in-flight park with `delaySeconds` = the other delivery's remaining lease
- * (rounded up, at most Cloudflare's 24-hour delay limit), otherwise with `retryDelaySeconds` when
- * set, else the queue's own `retry_delay`.
+ * `env` and the execution context as the handler's context) and maps each result back AS SOON AS
+ * IT IS FINAL — not at the end of the batch: `ack()` when the engine says ack (committed,
+ * duplicate, dropped invalid or conflict, commit-failed), otherwise `retry()` — for an in-flight
+ * park with `delaySeconds` = the other delivery's remaining lease (rounded up, at most
+ * Cloudflare's 12-hour delay limit), otherwise with `retryDelaySeconds` when set, else the queue's
+ * own `retry_delay`. Cloudflare does not redeliver an explicitly acked message even if the
+ * consumer later fails, so an eviction or a CPU-limit kill mid-batch repeats only the effects
+ * whose commit was in flight, not every finished effect of the batch.
+ *
+ * Cloudflare Queues carry no per-message attributes, so there are no out-of-band headers here
+ * (`traceparent` and replay flags travel in the envelope, if at all).
  *
  * The lease defaults to the consumer's wall-time limit (15 minutes), so no second delivery is told
  * to run while this invocation may still be running its handler.
@@ -18,8 +24,9 @@
  * batch that was not yet acknowledged.
  *
  * Limits used (Cloudflare Queues limits page, developers.cloudflare.com/queues/platform/limits):
- * consumer duration (wall clock) 15 minutes; `delaySeconds` when retrying at most 24 hours
- * (Miniflare enforces 0–86,400 too); batches of at most 100 messages.
+ * consumer duration (wall clock) 15 minutes; `delaySeconds` when sending or retrying at most 12
+ * hours (43,200 s — Miniflare accepts up to 86,400, production does not, so the smaller one is
+ * used); batches of at most 100 messages.
  *
  * What this is *not*: the place that decides anything, or a retry loop (redelivery is the queue's
  * job). Types: described structurally (`QueueMessageLike`, `MessageBatchLike`,
@@ -35,8 +42,8 @@ import { InvalidOptionError } from "../src/errors.js";
 
 /** The consumer's wall-time limit: the lease every claim of a batch gets by default. */
 export const CONSUMER_WALL_TIME_MS = 15 * 60 * 1000;
-/** The longest `delaySeconds` Cloudflare accepts on `retry()`. */
-export const MAX_RETRY_DELAY_SECONDS = 24 * 60 * 60;
+/** The longest `delaySeconds` Cloudflare accepts on `retry()`: 12 hours (the limits page). */
+export const MAX_RETRY_DELAY_SECONDS = 12 * 60 * 60;
 
 /** The members of a Queues `Message` the adapter uses. */
 export interface QueueMessageLike {
@@ -142,6 +149,13 @@ export function queueHandler<Env, Message = Envelope, QueueMessage extends Queue
 
   return async (batch, env, ctx) => {
     const messages = batch.messages;
+    const settled = new Array<boolean>(messages.length).fill(false);
+    const settleOnce = (index: number, result: MessageResult | undefined) => {
+      const message = messages[index];
+      if (message === undefined || settled[index]) return;
+      settled[index] = true;
+      settle(message, result, retryDelaySeconds);
+    };
     let results: MessageResult[];
     try {
       const engine = new BatchEngine<Message, QueueRuntimeContext<Env, QueueMessage>>(store(env), handle, {
@@ -152,10 +166,12 @@ export function queueHandler<Env, Message = Envelope, QueueMessage extends Queue
         (message): Delivery<QueueRuntimeContext<Env, QueueMessage>> => ({
           body: message.body,
           redeliveries: Number.isSafeInteger(message.attempts) && message.attempts >= 1 ? message.attempts - 1 : 0,
+          ...(typeof message.id === "string" ? { messageId: message.id } : {}),
           context: { message, queue: batch.queue, env, executionContext: ctx },
         }),
       );
-      results = await engine.process(deliveries, { leaseMs });
+      // Each message is acked or retried the moment its fate is final.
+      results = await engine.process(deliveries, { leaseMs, onResult: settleOnce });
     } catch (error) {
       // Not a message's fault (a message's failure is its result): retry the whole batch.
       console.error(
@@ -163,9 +179,10 @@ export function queueHandler<Env, Message = Envelope, QueueMessage extends Queue
           error instanceof Error ? error.name : typeof error
         })`,
       );
-      for (const message of messages) settle(message, undefined, retryDelaySeconds);
+      // Messages already acked stay acked (their effect is committed); the rest are retried.
+      messages.forEach((_, i) => settleOnce(i, undefined));
       return;
     }
-    messages.forEach((message, i) => settle(message, results[i], retryDelaySeconds));
+    messages.forEach((_, i) => settleOnce(i, results[i]));
   };
 }

@@ -11,10 +11,21 @@
  *   FIFO-blocked) becomes a `batchItemFailures` entry, so only those messages return to the queue.
  *   The event source mapping must have `functionResponseType: ReportBatchItemFailures`.
  *
+ * - the record's `messageAttributes` (String and Number values) reach the handler as a flat
+ *   `ctx.headers` record — BabelQueue's `bq-*` attributes, `traceparent`, `bq-replay-bypass` — so
+ *   `@babelqueue/core`'s `isReplay(headers)` and its OpenTelemetry `wrapHandler` work unchanged.
+ *
  * The lease covers the invocation: `context.getRemainingTimeInMillis()` + `leaseMarginMs` (default
  * 5 s, for clock skew between hosts and the time the commit itself takes), and never less than the
  * `leaseMs` option. While this invocation may still be running, no other delivery can claim its ids;
  * once Lambda has killed it, the lease ends soon after and a redelivery can run.
+ *
+ * The deadline guard: the invocation's deadline (now + remaining time) goes to the engine, which,
+ * `deadlineMarginMs` (default 1 s) before it, stops starting handlers, flushes the commits of what
+ * finished, releases the claims of what never started, and answers — so Lambda gets a partial batch
+ * response instead of killing the invocation with none (which would redeliver the whole batch). A
+ * handler still running keeps its claim and is reported as a failure; if it finishes later (Lambda
+ * thaws the environment for the next invocation), its commit is still made.
  *
  * The handler never throws for a record's sake. Should the engine itself fail unexpectedly, every
  * record is reported as failed: nothing that was not processed is ever acknowledged.
@@ -35,6 +46,8 @@ export interface SqsRuntimeContext {
   readonly record: SQSRecord;
   /** The Lambda invocation's context. */
   readonly lambdaContext: Context;
+  /** The record's message attributes (String and Number values) as a flat record: `bq-*`, `traceparent`, … */
+  readonly headers: Readonly<Record<string, string>>;
 }
 
 /** Options of `sqsHandler`: the store, the side effect, and the engine's options. */
@@ -80,6 +93,23 @@ function remainingMs(context: Context | undefined): number | undefined {
   }
 }
 
+/**
+ * The record's message attributes as flat headers: String and Number values (and their custom
+ * `String.x` / `Number.x` types) by name; Binary values are left out (no lossless string form).
+ */
+export function headersOf(record: SQSRecord): Record<string, string> {
+  const headers: Record<string, string> = {};
+  const attributes = (record as Partial<SQSRecord> | undefined)?.messageAttributes;
+  if (typeof attributes !== "object" || attributes === null) return headers;
+  for (const [name, attribute] of Object.entries(attributes)) {
+    const type = typeof attribute?.dataType === "string" ? attribute.dataType : "";
+    const value = attribute?.stringValue;
+    if (typeof value !== "string" || !/^(String|Number)(\.|$)/.test(type)) continue;
+    Object.defineProperty(headers, name, { value, enumerable: true, writable: true, configurable: true });
+  }
+  return headers;
+}
+
 function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
   return { itemIdentifier: String(record?.messageId ?? "") };
 }
@@ -98,9 +128,13 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
       const deliveries: Delivery<SqsRuntimeContext>[] = records.map((record) => {
         const redeliveries = redeliveriesOf(record);
         const group = fifoGroupOf(record);
+        const headers = headersOf(record);
+        const messageId = typeof record?.messageId === "string" ? record.messageId : undefined;
         return {
           body: record?.body,
-          context: { record, lambdaContext },
+          context: { record, lambdaContext, headers },
+          headers,
+          ...(messageId === undefined ? {} : { messageId }),
           ...(redeliveries === undefined ? {} : { redeliveries }),
           ...(group === undefined ? {} : { group }),
         };
@@ -108,7 +142,10 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
       const remaining = remainingMs(lambdaContext);
       const leaseMs =
         remaining === undefined ? engineOptions.leaseMs : Math.max(engineOptions.leaseMs ?? 0, remaining + leaseMarginMs);
-      const results: MessageResult[] = await engine.process(deliveries, leaseMs === undefined ? {} : { leaseMs });
+      const results: MessageResult[] = await engine.process(deliveries, {
+        ...(leaseMs === undefined ? {} : { leaseMs }),
+        ...(remaining === undefined ? {} : { deadline: Date.now() + remaining }),
+      });
       return {
         batchItemFailures: records.flatMap((record, index) => (results[index]?.ack === true ? [] : [failure(record)])),
       };

@@ -84,6 +84,12 @@ export interface IdRecord {
   readonly fingerprint?: string;
 }
 
+/** What the engine knows of a batch when it claims it. Stores may use it to save requests; none must. */
+export interface ClaimHints {
+  /** One flag per id: true when the delivery is a redelivery (runtime receive count or body `attempts` > 0). */
+  readonly redelivered?: readonly boolean[];
+}
+
 /** One owned claim, as `releaseMany` takes it. */
 export interface ClaimRef {
   readonly id: string;
@@ -105,8 +111,17 @@ export interface ClaimingStore extends Store {
    * by someone else (the fence held).
    */
   release(id: string, token: string): Promise<boolean>;
-  /** Optional batch form of `claim`: one `Claim` per id, in order; `fingerprints` one per id when given. */
-  claimMany?(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]>;
+  /**
+   * Optional batch form of `claim`: one `Claim` per id, in order; `fingerprints` one per id when
+   * given. `hints` tells the store what the engine knows of the batch, so it can pick the cheaper
+   * way to decide it (e.g. read before writing when most ids are redeliveries).
+   */
+  claimMany?(
+    ids: readonly string[],
+    leaseMs?: number,
+    fingerprints?: readonly (string | undefined)[],
+    hints?: ClaimHints,
+  ): Promise<Claim[]>;
   /** Optional batch form of `release`. */
   releaseMany?(claims: readonly ClaimRef[]): Promise<void>;
 }

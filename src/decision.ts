@@ -9,10 +9,17 @@
  * What this is *not*: the place that talks to a store or a runtime.
  */
 import type { Claim } from "./contract.js";
-import { InvalidMessageError } from "./errors.js";
+import {
+  DeadlineExceededError,
+  FenceLostError,
+  InvalidMessageError,
+  PayloadConflictError,
+  StoreUnavailableError,
+} from "./errors.js";
+import { fingerprintsDiffer } from "./fingerprint.js";
 
-/** The six outcomes of one delivery. */
-export type ResultStatus = "ran" | "duplicate" | "in-flight" | "failed" | "invalid" | "commit-failed";
+/** The seven outcomes of one delivery. */
+export type ResultStatus = "ran" | "duplicate" | "in-flight" | "failed" | "invalid" | "conflict" | "commit-failed";
 
 /** How the id was guarded: an atomic claim, a seen-set check, or not at all (no usable id, or store down with `onStoreError: "run"`). */
 export type DedupeMode = "claim" | "seen-set" | "none";
@@ -29,7 +36,12 @@ export interface MessageResult {
   readonly handlerRan: boolean;
   /** For `in-flight`: how long until the other delivery's lease ends (ms). */
   readonly retryAfterMs?: number;
-  /** The handler's error (`failed`), the store's (`failed` on a store outage, `commit-failed`), or an `InvalidMessageError`. */
+  /**
+   * Why, where there is a why: the handler's error (`failed`), the store's (`failed` on a store
+   * outage, `commit-failed`), an `InvalidMessageError`, a `PayloadConflictError` (`conflict`), a
+   * `DeadlineExceededError` (not started, or still running, when the runtime's deadline came), or a
+   * `FenceLostError` (transactional mode).
+   */
   readonly error?: unknown;
 }
 
@@ -39,14 +51,16 @@ export interface DecisionPolicy {
   readonly onStoreError: "retry" | "run";
   /** A body that is not an accepted message: `"retry"` (default; the queue's DLQ takes it) or `"drop"` (ack). */
   readonly onInvalid: "retry" | "drop";
+  /** A reused id with another payload: `"retry"` (default; not acked, so the DLQ takes it where a person can look) or `"drop"` (ack). */
+  readonly onConflict: "retry" | "drop";
 }
 
-export const DEFAULT_POLICY: DecisionPolicy = { onStoreError: "retry", onInvalid: "retry" };
+export const DEFAULT_POLICY: DecisionPolicy = { onStoreError: "retry", onInvalid: "retry", onConflict: "retry" };
 
 /** What the store said at the gate (before the handler). */
 export type GateOutcome =
   | { readonly kind: "claim"; readonly claim: Claim }
-  | { readonly kind: "seen"; readonly seen: boolean }
+  | { readonly kind: "seen"; readonly seen: boolean; readonly fingerprint?: string }
   | { readonly kind: "store-error"; readonly mode: "claim" | "seen-set"; readonly error: unknown }
   | { readonly kind: "no-key" };
 
@@ -67,20 +81,57 @@ export function invalid(reason: string, policy: DecisionPolicy, key?: string): M
   };
 }
 
-/** The gate's verdict: run, or stop as duplicate / in-flight / store failure. */
-export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string | undefined): Step {
+/** A store's failure as the typed `StoreUnavailableError` (a user's store may throw anything), the original as `cause`. */
+export function asStoreError(error: unknown, mode: "claim" | "seen-set"): unknown {
+  if (error instanceof StoreUnavailableError) return error;
+  const kind = error instanceof Error ? error.name : typeof error;
+  return new StoreUnavailableError("store", mode === "claim" ? "claim" : "seen", `threw ${kind}`, { cause: error });
+}
+
+/** A reused id whose stored fingerprint is not this message's: not run; acked only with `onConflict: "drop"`. */
+export function conflict(
+  policy: DecisionPolicy,
+  dedupe: DedupeMode,
+  key: string,
+  state: "done" | "in-flight",
+  stored: string,
+  received: string,
+): MessageResult {
+  return {
+    status: "conflict",
+    ack: policy.onConflict === "drop",
+    dedupe,
+    handlerRan: false,
+    key,
+    error: new PayloadConflictError(key, state, stored, received),
+  };
+}
+
+/**
+ * The gate's verdict: run, or stop as duplicate / in-flight / conflict / store failure.
+ * `fingerprint` is this message's; a stored one that differs makes a `conflict`.
+ */
+export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string | undefined, fingerprint?: string): Step {
   const keyed = key === undefined ? {} : { key };
   switch (gate.kind) {
     case "no-key":
       return { next: "run", dedupe: "none" };
     case "store-error":
       if (policy.onStoreError === "run") return { next: "run", dedupe: "none" };
-      return { next: "stop", result: { status: "failed", ack: false, dedupe: gate.mode, handlerRan: false, error: gate.error, ...keyed } };
+      return { next: "stop", result: { status: "failed", ack: false, dedupe: gate.mode, handlerRan: false, error: asStoreError(gate.error, gate.mode), ...keyed } };
     case "seen":
-      if (gate.seen) return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "seen-set", handlerRan: false, ...keyed } };
+      if (gate.seen) {
+        if (key !== undefined && fingerprintsDiffer(gate.fingerprint, fingerprint)) {
+          return { next: "stop", result: conflict(policy, "seen-set", key, "done", gate.fingerprint as string, fingerprint as string) };
+        }
+        return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "seen-set", handlerRan: false, ...keyed } };
+      }
       return { next: "run", dedupe: "seen-set" };
     case "claim": {
       const claim = gate.claim;
+      if (claim.status !== "claimed" && key !== undefined && fingerprintsDiffer(claim.fingerprint, fingerprint)) {
+        return { next: "stop", result: conflict(policy, "claim", key, claim.status, claim.fingerprint as string, fingerprint as string) };
+      }
       switch (claim.status) {
         case "claimed":
           return { next: "run", dedupe: "claim", token: claim.token };
@@ -138,12 +189,65 @@ export function afterCommit(error: unknown, dedupe: DedupeMode, key: string): Me
 /**
  * A second copy of a message inside the same batch (same key). It never runs: it shares its
  * first copy's fate — acknowledged when the first copy's effect happened or was already done,
- * retried otherwise.
+ * retried otherwise — unless its fingerprint differs from the first copy's: then it is a
+ * `conflict` like any reused id.
  */
-export function copyOf(first: MessageResult): MessageResult {
+export function copyOf(
+  first: MessageResult,
+  policy: DecisionPolicy,
+  fingerprints: { readonly first?: string; readonly copy?: string } = {},
+): MessageResult {
+  if (first.key !== undefined && fingerprintsDiffer(fingerprints.first, fingerprints.copy)) {
+    const state = first.ack && first.status !== "invalid" && first.status !== "conflict" ? "done" : "in-flight";
+    return conflict(policy, first.dedupe, first.key, state, fingerprints.first as string, fingerprints.copy as string);
+  }
   const base = { dedupe: first.dedupe, handlerRan: false, ...(first.key === undefined ? {} : { key: first.key }) };
-  if (first.ack && first.status !== "invalid") return { status: "duplicate", ack: true, ...base };
+  if (first.ack && first.status !== "invalid" && first.status !== "conflict") return { status: "duplicate", ack: true, ...base };
   return { status: "in-flight", ack: false, retryAfterMs: first.retryAfterMs ?? 0, ...base };
+}
+
+/**
+ * The runtime's deadline came before this message's handler started: not run, not acked (its
+ * claim, if any, is released so the redelivery need not wait for the lease).
+ */
+export function notStarted(dedupe: DedupeMode, key: string | undefined): MessageResult {
+  return {
+    status: "failed",
+    ack: false,
+    dedupe,
+    handlerRan: false,
+    error: new DeadlineExceededError("not started"),
+    ...(key === undefined ? {} : { key }),
+  };
+}
+
+/**
+ * The runtime's deadline came while this message's handler was still running: not acked, and the
+ * claim is KEPT (the handler may still be running when the redelivery comes; it is committed if it
+ * finishes). Reported as `in-flight`, like any delivery whose id another run holds.
+ */
+export function stillRunning(dedupe: DedupeMode, key: string | undefined, retryAfterMs: number): MessageResult {
+  return {
+    status: "in-flight",
+    ack: false,
+    dedupe,
+    handlerRan: true,
+    retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)),
+    error: new DeadlineExceededError("still running"),
+    ...(key === undefined ? {} : { key }),
+  };
+}
+
+/**
+ * Transactional mode, after `store.transact`: committed (writes and the id together) → ack; the
+ * fence lost → nothing was written, not acked, and the claim is not ours to release; anything else
+ * (the handler threw, its own condition failed, transient failures outlasted the retries) →
+ * nothing was written, not acked, the claim is released.
+ */
+export function afterTransaction(error: unknown, key: string): { readonly next: "stop" | "release"; readonly result: MessageResult } {
+  if (error === undefined) return { next: "stop", result: { status: "ran", ack: true, dedupe: "claim", handlerRan: true, key } };
+  const result: MessageResult = { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key, error };
+  return error instanceof FenceLostError ? { next: "stop", result } : { next: "release", result };
 }
 
 /** A FIFO message not run because an earlier message of its group was not acknowledged. */

@@ -1,191 +1,71 @@
 /**
  * The batch engine (DESIGN §4): the one piece every runtime adapter is a thin translation over.
  *
- * For a batch of deliveries it decodes every body, gates every usable id in ONE store step
- * (`claimMany`, or `seenMany` for a seen-set store; per-id calls in parallel when the store
- * has no batch form), runs the handlers with bounded concurrency, commits the successes in
- * one step and releases the failures in one step, and returns one `MessageResult` per
- * delivery, in order. A bad message never fails its neighbours; FIFO groups run in order and
- * stop at their first unacknowledged message.
+ * For a batch of deliveries it runs three phases:
+ *  1. gate (engine/gate.ts): decode and fingerprint every body, ask the store about every usable
+ *     id in ONE step (`claimMany`, or `recallMany` / `seenMany` for a seen-set store);
+ *  2. run (engine/run.ts): the handlers, with bounded concurrency, FIFO groups in order;
+ *  3. commit (engine/commit.ts): each success committed as soon as its handler returns, in group
+ *     steps (successes that finish together share one `rememberMany`), failures released the
+ *     same way. The window between an effect and its commit is a couple of store round trips,
+ *     whatever the other handlers of the batch do.
+ * A runtime that knows its deadline passes it: the engine stops starting handlers
+ * `deadlineMarginMs` before it, flushes the commits of what finished, releases the claims of what
+ * never started, and answers; a handler still running keeps its claim and is committed if it
+ * finishes later. Every delivery gets one `MessageResult`, in order, and each is reported
+ * (`onResult`, the `result` event) as soon as it is final.
  *
- * The verdicts themselves come from `decision.ts`; this file only sequences and batches them.
+ * The verdicts come from decision.ts; this file only sequences them.
  *
  * What this is *not*: a runtime adapter. It knows nothing of SQS records, Workers messages,
  * acks or retries — it says `ack: true | false` and the adapter maps that.
  */
-import {
-  type Claim,
-  type ClaimRef,
-  type ClaimingStore,
-  type Store,
-  isClaimingStore,
-} from "./contract.js";
+import { type ClaimRef, type ClaimingStore, type Store, type TransactionalStore, isClaimingStore, isTransactionalStore } from "./contract.js";
 import {
   type DecisionPolicy,
-  type DedupeMode,
-  type GateOutcome,
   type MessageResult,
   afterCommit,
   afterGate,
   afterRun,
+  afterTransaction,
   blocked,
   copyOf,
-  invalid,
+  notStarted,
+  stillRunning,
 } from "./decision.js";
-import { type Envelope, decodeEnvelope, messageId, reconcileAttempts } from "./envelope.js";
+import type { Envelope } from "./envelope.js";
+import { GroupBlockedError, InvalidOptionError } from "./errors.js";
+import type { EngineEvent, RunInterceptor } from "./events.js";
+import { type Fingerprinter, defaultFingerprint } from "./fingerprint.js";
+import { StepQueue } from "./engine/commit.js";
+import { type PhaseDeps, decode, defaultKey, defaultParse, fingerprintAll, gate, markCopiesAndBlocked, settleEach } from "./engine/gate.js";
+import { invoke, lanesOf, runLanes } from "./engine/run.js";
+import type { Delivery, EngineOptions, Handler, Item, ProcessOptions } from "./engine/types.js";
 import { checkMs } from "./windows.js";
-import { GroupBlockedError, InvalidMessageError, InvalidOptionError, StoreUnavailableError } from "./errors.js";
 
-/** One delivery as a runtime adapter hands it to the engine. */
-export interface Delivery<RuntimeContext> {
-  /** The raw body: a JSON string, bytes, or an already-parsed object. */
-  readonly body: unknown;
-  /** The runtime's 0-based redelivery count (SQS: ApproximateReceiveCount − 1; Workers: attempts − 1). */
-  readonly redeliveries?: number;
-  /** FIFO message group. Messages of one group run in order and stop at the first failure. */
-  readonly group?: string;
-  /** Passed through to the handler's context untouched (the SQS record, the Workers message, …). */
-  readonly context: RuntimeContext;
-}
-
-/** What the handler receives next to the message: the runtime's context plus the engine's facts. */
-export type HandlerContext<RuntimeContext> = RuntimeContext & {
-  /** The dedupe key (`meta.id` by default), or undefined when the message had none. */
-  readonly key: string | undefined;
-  /** Reconciled attempts: max(body.attempts, the runtime's redelivery count). */
-  readonly attempts: number;
-  /** How this run is guarded. */
-  readonly dedupe: DedupeMode;
-};
-
-/** The user's side effect. Throwing (or rejecting) means "not done": the delivery is retried. */
-export type Handler<Message, RuntimeContext> = (
-  message: Message,
-  context: HandlerContext<RuntimeContext>,
-) => unknown;
-
-/** Something that happened while processing, for logs and metrics. Never carries a body. */
-export type EngineEvent =
-  | { readonly type: "result"; readonly index: number; readonly result: MessageResult }
-  | {
-      readonly type: "store-error";
-      readonly step: "claim" | "seen" | "commit" | "release";
-      readonly ids: number;
-      readonly error: unknown;
-    };
-
-/** Options of the engine, shared by `wrap`, `sqsHandler` and `queueHandler`. */
-export interface EngineOptions<Message = Envelope> {
-  /** Lease of a claim (ms). Default: the store's own default. The runtime wrappers extend it to cover the invocation. */
-  leaseMs?: number;
-  /** Store unreachable at the gate: `"retry"` (default, fail-closed: not run, not acked) or `"run"` (run without dedupe). */
-  onStoreError?: "retry" | "run";
-  /** A body that is not an accepted message: `"retry"` (default; the queue's DLQ takes it eventually) or `"drop"` (ack it). */
-  onInvalid?: "retry" | "drop";
-  /** How many handlers may run at once within a batch. Default 10. */
-  concurrency?: number;
-  /**
-   * Turns a raw body into the message the handler gets. Default: BabelQueue envelope decoding.
-   * Throw to reject the body (an `InvalidMessageError`'s reason is reported as it is).
-   */
-  parse?: (body: unknown) => Message;
-  /** The dedupe key of a message; undefined or "" means none (runs without dedupe). Default: `meta.id`. */
-  key?: (message: Message) => string | undefined;
-  /** Extra attempts of a failed commit step, 25 ms then 50 ms apart, before `commit-failed`. Default 2. */
-  commitRetries?: number;
-  /** Called for every result and store error. Exceptions it throws are ignored. */
-  observe?: (event: EngineEvent) => void;
-}
-
-/** Per-call overrides from the runtime adapter. */
-export interface ProcessOptions {
-  /** Lease for this batch (ms), e.g. the invocation's remaining time. */
-  leaseMs?: number;
-}
+export type { EngineEvent, RunInfo, RunInterceptor, StoreStep } from "./events.js";
+export type { Delivery, EngineOptions, Handler, HandlerContext, ProcessOptions } from "./engine/types.js";
 
 const DEFAULT_CONCURRENCY = 10;
 const DEFAULT_COMMIT_RETRIES = 2;
-const COMMIT_RETRY_BASE_MS = 25;
+const DEFAULT_COMMIT_LINGER_MS = 5;
+const DEFAULT_DEADLINE_MARGIN_MS = 1_000;
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
-interface Item<Message, RuntimeContext> {
-  readonly index: number;
-  readonly delivery: Delivery<RuntimeContext>;
-  message?: Message;
-  key?: string;
-  attempts: number;
-  /** Index of the first delivery with the same key in this batch, for later copies. */
-  firstCopy?: number;
-  gate?: GateOutcome;
-  token?: string;
-  dedupe: DedupeMode;
-  result?: MessageResult;
-  commit?: boolean;
+function integerOption(name: string, value: number, min: number, max: number): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new InvalidOptionError(name, `must be an integer from ${min} to ${max}`);
+  return value;
 }
 
-function defaultParse(body: unknown): never | Envelope {
-  const decoded = decodeEnvelope(body);
-  if (!decoded.ok) throw new InvalidMessageError(decoded.reason);
-  return decoded.message;
+function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]): T {
+  if (!allowed.includes(value)) throw new InvalidOptionError(name, `must be ${allowed.map((v) => `"${v}"`).join(" or ")}`);
+  return value;
 }
 
-function defaultKey(message: unknown): string | undefined {
-  return messageId(message as Envelope);
-}
-
-/** The body's own attempts counter, when the message has one. */
-function bodyAttempts(message: unknown): number {
-  if (typeof message !== "object" || message === null) return 0;
-  const value = Object.getOwnPropertyDescriptor(message, "attempts")?.value as unknown;
-  return typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : 0;
-}
-
-function rejectionReason(error: unknown): string {
-  if (error instanceof InvalidMessageError) return error.reason;
-  // A parser's own message may quote the body; report only its kind.
-  const name = error instanceof Error ? error.name : typeof error;
-  return `parse rejected the body (${name})`;
-}
-
-function isClaim(value: unknown): value is Claim {
-  if (typeof value !== "object" || value === null) return false;
-  const claim = value as Record<string, unknown>;
-  switch (claim.status) {
-    case "claimed":
-      return typeof claim.token === "string" && claim.token !== "";
-    case "done":
-      return true;
-    case "in-flight":
-      return typeof claim.retryAfterMs === "number" && Number.isFinite(claim.retryAfterMs);
-    default:
-      return false;
-  }
-}
-
-/** Runs `work` over `lanes` with at most `limit` at once. */
-async function pool<T>(lanes: readonly T[], limit: number, work: (lane: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, lanes.length) }, async () => {
-    while (next < lanes.length) {
-      const lane = lanes[next++] as T;
-      await work(lane);
-    }
-  });
-  await Promise.all(workers);
-}
-
-/** Settles every promise of a per-id fallback into values or errors. */
-async function settleEach<T>(calls: readonly (() => T | Promise<T>)[]): Promise<({ ok: true; value: T } | { ok: false; error: unknown })[]> {
-  return Promise.all(
-    calls.map(async (call) => {
-      try {
-        return { ok: true as const, value: await call() };
-      } catch (error) {
-        return { ok: false as const, error };
-      }
-    }),
-  );
+interface CommitEntry {
+  readonly key: string;
+  readonly fingerprint: string | undefined;
 }
 
 export class BatchEngine<Message = Envelope, RuntimeContext = object> {
@@ -195,35 +75,47 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
   readonly #concurrency: number;
   readonly #leaseMs: number | undefined;
   readonly #commitRetries: number;
-  readonly #parse: (body: unknown) => Message;
-  readonly #key: (message: Message) => string | undefined;
-  readonly #observe: ((event: EngineEvent) => void) | undefined;
+  readonly #lingerMs: number;
+  readonly #marginMs: number;
+  readonly #transactional: boolean;
+  readonly #deps: PhaseDeps<Message>;
+  readonly #options: EngineOptions<Message>;
 
   constructor(store: Store, handle: Handler<Message, RuntimeContext>, options: EngineOptions<Message> = {}) {
     if (typeof store?.seen !== "function" || typeof store.remember !== "function" || typeof store.forget !== "function") {
       throw new InvalidOptionError("store", "must implement seen, remember and forget");
     }
     if (typeof handle !== "function") throw new InvalidOptionError("handle", "must be a function");
-    const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
-    if (!Number.isSafeInteger(concurrency) || concurrency < 1) throw new InvalidOptionError("concurrency", "must be an integer >= 1");
+    this.#concurrency = integerOption("concurrency", options.concurrency ?? DEFAULT_CONCURRENCY, 1, Number.MAX_SAFE_INTEGER);
     if (options.leaseMs !== undefined) checkMs("leaseMs", options.leaseMs);
-    const commitRetries = options.commitRetries ?? DEFAULT_COMMIT_RETRIES;
-    if (!Number.isSafeInteger(commitRetries) || commitRetries < 0 || commitRetries > 10) {
-      throw new InvalidOptionError("commitRetries", "must be an integer from 0 to 10");
+    this.#commitRetries = integerOption("commitRetries", options.commitRetries ?? DEFAULT_COMMIT_RETRIES, 0, 10);
+    this.#lingerMs = integerOption("commitLingerMs", options.commitLingerMs ?? DEFAULT_COMMIT_LINGER_MS, 0, 1_000);
+    this.#marginMs = integerOption("deadlineMarginMs", options.deadlineMarginMs ?? DEFAULT_DEADLINE_MARGIN_MS, 0, 60_000);
+    this.#policy = {
+      onStoreError: oneOf("onStoreError", options.onStoreError ?? "retry", ["retry", "run"]),
+      onInvalid: oneOf("onInvalid", options.onInvalid ?? "retry", ["retry", "drop"]),
+      onConflict: oneOf("onConflict", options.onConflict ?? "retry", ["retry", "drop"]),
+    };
+    const fingerprint = options.fingerprint;
+    if (fingerprint !== undefined && fingerprint !== false && typeof fingerprint !== "function") {
+      throw new InvalidOptionError("fingerprint", "must be a function of the message, or false");
     }
-    const onStoreError = options.onStoreError ?? "retry";
-    if (onStoreError !== "retry" && onStoreError !== "run") throw new InvalidOptionError("onStoreError", 'must be "retry" or "run"');
-    const onInvalid = options.onInvalid ?? "retry";
-    if (onInvalid !== "retry" && onInvalid !== "drop") throw new InvalidOptionError("onInvalid", 'must be "retry" or "drop"');
+    this.#transactional = options.transactional === true;
+    if (this.#transactional && !isTransactionalStore(store)) {
+      throw new InvalidOptionError("transactional", "needs a store with transact() (DynamoDBStore, PostgresStore, D1Store)");
+    }
     this.#store = store;
     this.#handle = handle;
-    this.#policy = { onStoreError, onInvalid };
-    this.#concurrency = concurrency;
     this.#leaseMs = options.leaseMs;
-    this.#commitRetries = commitRetries;
-    this.#parse = options.parse ?? (defaultParse as (body: unknown) => Message);
-    this.#key = options.key ?? defaultKey;
-    this.#observe = options.observe;
+    this.#options = options;
+    this.#deps = {
+      store,
+      policy: this.#policy,
+      emit: (event) => this.#emit(event),
+      parse: options.parse ?? (defaultParse as (body: unknown) => Message),
+      key: options.key ?? defaultKey,
+      fingerprint: fingerprint === false ? undefined : ((fingerprint ?? defaultFingerprint) as Fingerprinter<Message>),
+    };
   }
 
   /** True when the store claims atomically (claim mode); false for a seen-set store. */
@@ -234,259 +126,297 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
   /** Processes one batch. Never throws for a message's sake; one result per delivery, in order. */
   async process(deliveries: readonly Delivery<RuntimeContext>[], run: ProcessOptions = {}): Promise<MessageResult[]> {
     if (run.leaseMs !== undefined) checkMs("leaseMs", run.leaseMs);
-    const items = deliveries.map((delivery, index) => this.#decode(delivery, index));
-    const gated = this.#markCopiesAndBlocked(items);
-    await this.#gate(gated, run.leaseMs ?? this.#leaseMs);
-
-    const toCommit: Item<Message, RuntimeContext>[] = [];
-    const toRelease: Item<Message, RuntimeContext>[] = [];
-    await pool(this.#lanes(items), this.#concurrency, async (lane) => {
-      let blockedBy: string | undefined;
-      for (const item of lane) {
-        if (blockedBy !== undefined) {
-          item.result = blocked(new GroupBlockedError(blockedBy), item.dedupe, item.key);
-          if (item.token !== undefined) toRelease.push(item);
-          continue;
-        }
-        await this.#runOne(item, toCommit, toRelease);
-        const acked = item.commit === true || item.result?.ack === true;
-        if (!acked && item.delivery.group !== undefined) blockedBy = item.delivery.group;
-      }
-    });
-
-    await Promise.all([this.#commit(toCommit), this.#release(toRelease)]);
-
-    const results = items.map((item) => {
-      if (item.result === undefined && item.firstCopy !== undefined) {
-        item.result = copyOf(items[item.firstCopy]?.result as MessageResult);
-      }
-      return item.result as MessageResult;
-    });
-    results.forEach((result, index) => this.#emit({ type: "result", index, result }));
+    if (run.deadline !== undefined && !Number.isFinite(run.deadline)) throw new InvalidOptionError("deadline", "must be an epoch time in ms");
+    const started = Date.now();
+    this.#emit({ type: "batch-start", size: deliveries.length });
+    const batch = new BatchRun<Message, RuntimeContext>(
+      {
+        store: this.#store,
+        handle: this.#handle,
+        policy: this.#policy,
+        concurrency: this.#concurrency,
+        leaseMs: this.#leaseMs,
+        commitRetries: this.#commitRetries,
+        lingerMs: this.#lingerMs,
+        marginMs: this.#marginMs,
+        transactional: this.#transactional,
+        deps: this.#deps,
+        intercept: this.#options.intercept,
+      },
+      deliveries,
+      run,
+    );
+    const results = await batch.process();
+    this.#emit({ type: "batch-end", size: deliveries.length, durationMs: Date.now() - started, pending: batch.pending });
     return results;
   }
 
-  #decode(delivery: Delivery<RuntimeContext>, index: number): Item<Message, RuntimeContext> {
-    const item: Item<Message, RuntimeContext> = { index, delivery, attempts: 0, dedupe: "none" };
-    let message: Message;
-    try {
-      message = this.#parse(delivery.body);
-    } catch (error) {
-      item.result = invalid(rejectionReason(error), this.#policy);
-      return item;
-    }
-    let key: string | undefined;
-    try {
-      key = this.#key(message);
-    } catch (error) {
-      item.result = invalid(`the key function threw (${error instanceof Error ? error.name : typeof error})`, this.#policy);
-      return item;
-    }
-    item.message = message;
-    if (typeof key === "string" && key !== "") item.key = key;
-    item.attempts = reconcileAttempts(bodyAttempts(message), delivery.redeliveries);
-    return item;
-  }
-
-  /**
-   * Marks later copies of a key (they share the first copy's fate) and FIFO messages already
-   * blocked by an earlier unacknowledged invalid body of their group (no point claiming them).
-   * Returns the items that need the store's gate.
-   */
-  #markCopiesAndBlocked(items: Item<Message, RuntimeContext>[]): Item<Message, RuntimeContext>[] {
-    const firstByKey = new Map<string, number>();
-    const blockedGroups = new Set<string>();
-    const gated: Item<Message, RuntimeContext>[] = [];
-    for (const item of items) {
-      const group = item.delivery.group;
-      if (group !== undefined && blockedGroups.has(group)) continue;
-      if (item.result !== undefined) {
-        if (!item.result.ack && group !== undefined) blockedGroups.add(group);
-        continue;
-      }
-      if (item.key === undefined) {
-        item.gate = { kind: "no-key" };
-        continue;
-      }
-      const first = firstByKey.get(item.key);
-      if (first !== undefined) {
-        item.firstCopy = first;
-        continue;
-      }
-      firstByKey.set(item.key, item.index);
-      gated.push(item);
-    }
-    return gated;
-  }
-
-  async #gate(items: Item<Message, RuntimeContext>[], leaseMs: number | undefined): Promise<void> {
-    if (items.length === 0) return;
-    const keys = items.map((item) => item.key as string);
-    const store = this.#store;
-    if (isClaimingStore(store)) {
-      const answers = await this.#gateStep("claim", keys, store.claimMany?.bind(store), (key) => store.claim(key, leaseMs), leaseMs);
-      items.forEach((item, i) => {
-        const answer = answers[i] as { ok: true; value: unknown } | { ok: false; error: unknown };
-        if (answer.ok && isClaim(answer.value)) {
-          item.gate = { kind: "claim", claim: answer.value };
-          // Held from here on: whatever happens next, this claim is committed or released.
-          if (answer.value.status === "claimed") item.token = answer.value.token;
-        }
-        else item.gate = { kind: "store-error", mode: "claim", error: answer.ok ? malformed("claim") : answer.error };
-      });
-    } else {
-      const answers = await this.#gateStep("seen", keys, store.seenMany?.bind(store), async (key) => store.seen(key), undefined);
-      items.forEach((item, i) => {
-        const answer = answers[i] as { ok: true; value: unknown } | { ok: false; error: unknown };
-        if (answer.ok && typeof answer.value === "boolean") item.gate = { kind: "seen", seen: answer.value };
-        else item.gate = { kind: "store-error", mode: "seen-set", error: answer.ok ? malformed("seen") : answer.error };
-      });
-    }
-  }
-
-  /** One store step for the whole batch when the store has the batch form, else per-id calls in parallel. */
-  async #gateStep<T>(
-    step: "claim" | "seen",
-    keys: string[],
-    many: ((ids: readonly string[], leaseMs?: number) => Promise<T[]>) | undefined,
-    one: (key: string) => Promise<T>,
-    leaseMs: number | undefined,
-  ): Promise<({ ok: true; value: T } | { ok: false; error: unknown })[]> {
-    if (many !== undefined) {
-      try {
-        const values = await many(keys, leaseMs);
-        if (!Array.isArray(values) || values.length !== keys.length) throw malformed(`${step}Many`);
-        return values.map((value) => ({ ok: true as const, value }));
-      } catch (error) {
-        this.#emit({ type: "store-error", step, ids: keys.length, error });
-        return keys.map(() => ({ ok: false as const, error }));
-      }
-    }
-    const answers = await settleEach(keys.map((key) => () => one(key)));
-    const failed = answers.filter((answer) => !answer.ok);
-    if (failed.length > 0) this.#emit({ type: "store-error", step, ids: failed.length, error: (failed[0] as { error: unknown }).error });
-    return answers;
-  }
-
-  /** Groups items into lanes: one per FIFO group (in order), one per ungrouped message. Later copies are not run. */
-  #lanes(items: Item<Message, RuntimeContext>[]): Item<Message, RuntimeContext>[][] {
-    const lanes: Item<Message, RuntimeContext>[][] = [];
-    const byGroup = new Map<string, Item<Message, RuntimeContext>[]>();
-    for (const item of items) {
-      if (item.firstCopy !== undefined) continue;
-      const group = item.delivery.group;
-      if (group === undefined) {
-        if (item.result === undefined) lanes.push([item]);
-        continue;
-      }
-      let lane = byGroup.get(group);
-      if (lane === undefined) {
-        lane = [];
-        byGroup.set(group, lane);
-        lanes.push(lane);
-      }
-      lane.push(item);
-    }
-    return lanes;
-  }
-
-  async #runOne(
-    item: Item<Message, RuntimeContext>,
-    toCommit: Item<Message, RuntimeContext>[],
-    toRelease: Item<Message, RuntimeContext>[],
-  ): Promise<void> {
-    if (item.result !== undefined || item.gate === undefined) return;
-    const step = afterGate(item.gate, this.#policy, item.key);
-    if (step.next === "stop") {
-      item.result = step.result;
-      item.dedupe = step.result.dedupe;
-      return;
-    }
-    item.dedupe = step.dedupe;
-    let outcome: { ok: true } | { ok: false; error: unknown };
-    try {
-      const context = { ...item.delivery.context, key: item.key, attempts: item.attempts, dedupe: step.dedupe };
-      await this.#handle(item.message as Message, context as HandlerContext<RuntimeContext>);
-      outcome = { ok: true };
-    } catch (error) {
-      outcome = { ok: false, error };
-    }
-    const next = afterRun(outcome, step.dedupe, item.key, item.token !== undefined);
-    if (next.next === "commit") {
-      item.commit = true;
-      toCommit.push(item);
-      return;
-    }
-    item.result = next.result;
-    if (next.next === "release") toRelease.push(item);
-  }
-
-  /**
-   * Commits the successes. A commit is idempotent, and every commit that fails widens the one
-   * window no store can close (the effect ran, the store does not know), so a failed commit is
-   * retried `commitRetries` times, quickly, before it is reported as `commit-failed`.
-   */
-  async #commit(items: Item<Message, RuntimeContext>[]): Promise<void> {
-    if (items.length === 0) return;
-    let pending = items;
-    const errors = new Map<Item<Message, RuntimeContext>, unknown>();
-    for (let attempt = 0; pending.length > 0; attempt += 1) {
-      if (attempt > 0) await sleep(COMMIT_RETRY_BASE_MS * 2 ** (attempt - 1));
-      const failures = await this.#commitOnce(pending.map((item) => item.key as string));
-      errors.clear();
-      pending = pending.filter((item, i) => {
-        if (failures[i] === undefined) return false;
-        errors.set(item, failures[i]);
-        return true;
-      });
-      if (pending.length > 0) this.#emit({ type: "store-error", step: "commit", ids: pending.length, error: errors.get(pending[0] as Item<Message, RuntimeContext>) });
-      if (attempt >= this.#commitRetries) break;
-    }
-    for (const item of items) item.result = afterCommit(errors.get(item), item.dedupe, item.key as string);
-  }
-
-  /** One commit step: the error of each key, undefined where it was committed. */
-  async #commitOnce(keys: string[]): Promise<unknown[]> {
-    const store = this.#store;
-    if (store.rememberMany !== undefined) {
-      try {
-        await store.rememberMany(keys);
-        return keys.map(() => undefined);
-      } catch (error) {
-        return keys.map(() => error);
-      }
-    }
-    return (await settleEach(keys.map((key) => () => store.remember(key)))).map((answer) => (answer.ok ? undefined : answer.error));
-  }
-
-  async #release(items: Item<Message, RuntimeContext>[]): Promise<void> {
-    if (items.length === 0) return;
-    const store = this.#store as ClaimingStore;
-    const claims: ClaimRef[] = items.map((item) => ({ id: item.key as string, token: item.token as string }));
-    // A failed release only means the redelivery waits for the lease to end: report it, go on.
-    if (store.releaseMany !== undefined) {
-      try {
-        await store.releaseMany(claims);
-      } catch (error) {
-        this.#emit({ type: "store-error", step: "release", ids: claims.length, error });
-      }
-      return;
-    }
-    const answers = await settleEach(claims.map((claim) => () => store.release(claim.id, claim.token)));
-    const failed = answers.filter((answer) => !answer.ok);
-    if (failed.length > 0) this.#emit({ type: "store-error", step: "release", ids: failed.length, error: (failed[0] as { error: unknown }).error });
-  }
-
   #emit(event: EngineEvent): void {
-    if (this.#observe === undefined) return;
+    const observe = this.#options.observe;
+    if (observe === undefined) return;
     try {
-      this.#observe(event);
+      observe(event);
     } catch {
       // An observer must never change an outcome.
     }
   }
 }
 
-function malformed(operation: string): StoreUnavailableError {
-  return new StoreUnavailableError("store", operation, "returned an answer of the wrong shape");
+/** What a `BatchRun` needs of its engine: the validated options. */
+interface EngineConfig<Message, RC> {
+  readonly store: Store;
+  readonly handle: Handler<Message, RC>;
+  readonly policy: DecisionPolicy;
+  readonly concurrency: number;
+  readonly leaseMs: number | undefined;
+  readonly commitRetries: number;
+  readonly lingerMs: number;
+  readonly marginMs: number;
+  readonly transactional: boolean;
+  readonly deps: PhaseDeps<Message>;
+  readonly intercept: RunInterceptor | undefined;
+}
+
+/** The state of one `process` call. */
+class BatchRun<Message, RC> {
+  readonly #engine: EngineConfig<Message, RC>;
+  readonly #run: ProcessOptions;
+  readonly #items: Item<Message, RC>[];
+  readonly #copies = new Map<number, Item<Message, RC>[]>();
+  readonly #commits: StepQueue<CommitEntry>;
+  readonly #releases: StepQueue<ClaimRef>;
+  readonly #leaseMs: number | undefined;
+  #running = 0;
+  #stopped = false;
+  #answered = false;
+  #claimedAt = 0;
+
+  constructor(engine: EngineConfig<Message, RC>, deliveries: readonly Delivery<RC>[], run: ProcessOptions) {
+    this.#engine = engine;
+    this.#run = run;
+    this.#leaseMs = run.leaseMs ?? this.#engine.leaseMs;
+    const { deps } = this.#engine;
+    this.#items = deliveries.map((delivery, index) => decode(deps, delivery, index));
+    const store = this.#engine.store;
+    const othersRunning = () => this.#running > 0;
+    this.#commits = new StepQueue<CommitEntry>({
+      step: "commit",
+      retries: this.#engine.commitRetries,
+      lingerMs: this.#engine.lingerMs,
+      othersRunning,
+      emit: deps.emit,
+      run: async (entries) => {
+        const keys = entries.map((entry) => entry.key);
+        const fingerprints = entries.map((entry) => entry.fingerprint);
+        if (store.rememberMany !== undefined) {
+          try {
+            await store.rememberMany(keys, fingerprints);
+            return keys.map(() => undefined);
+          } catch (error) {
+            return keys.map(() => error);
+          }
+        }
+        return (await settleEach(keys.map((key, i) => () => store.remember(key, fingerprints[i])))).map((a) => (a.ok ? undefined : a.error));
+      },
+    });
+    this.#releases = new StepQueue<ClaimRef>({
+      step: "release",
+      // A failed release only means the redelivery waits for the lease to end: reported, not retried.
+      retries: 0,
+      lingerMs: this.#engine.lingerMs,
+      othersRunning,
+      emit: deps.emit,
+      run: async (claims) => {
+        const claiming = store as ClaimingStore;
+        if (claiming.releaseMany !== undefined) {
+          try {
+            await claiming.releaseMany(claims);
+            return claims.map(() => undefined);
+          } catch (error) {
+            return claims.map(() => error);
+          }
+        }
+        return (await settleEach(claims.map((claim) => () => claiming.release(claim.id, claim.token)))).map((a) => (a.ok ? undefined : a.error));
+      },
+    });
+  }
+
+  /** Handlers still running when the batch was answered. */
+  get pending(): number {
+    return this.#running;
+  }
+
+  async process(): Promise<MessageResult[]> {
+    const { deps } = this.#engine;
+    const answerAt = this.#run.deadline === undefined ? undefined : this.#run.deadline - this.#engine.marginMs;
+    await fingerprintAll(deps, this.#items);
+    const gated = markCopiesAndBlocked(this.#items);
+    for (const item of this.#items) if (item.firstCopy !== undefined) this.#copiesOf(item.firstCopy).push(item);
+    for (const item of this.#items) if (item.result !== undefined) this.#finish(item, item.result);
+
+    if (answerAt !== undefined && Date.now() >= answerAt) {
+      // No time to claim and run anything: every delivery goes back to the queue untouched.
+      this.#stopped = true;
+    } else {
+      await gate(deps, gated, this.#leaseMs);
+      this.#claimedAt = Date.now();
+      // Messages outside FIFO groups that the gate already decided are final now.
+      for (const item of gated) if (item.delivery.group === undefined) this.#decideAtGate(item);
+      const lanes = runLanes(
+        lanesOf(this.#items),
+        this.#engine.concurrency,
+        () => this.#stopped,
+        (item) => this.#step(item),
+        (rest) => this.#block(rest),
+      );
+      if (answerAt === undefined) await lanes;
+      else {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([lanes, new Promise<void>((resolve) => (timer = setTimeout(resolve, answerAt - Date.now())))]);
+        clearTimeout(timer);
+      }
+    }
+    this.#stopped = true;
+    for (const item of this.#items) if (!item.reported && item.stage === "waiting" && item.firstCopy === undefined) this.#notStarted(item);
+
+    const flushed = Promise.all([this.#commits.drain(), this.#releases.drain()]);
+    if (this.#run.deadline === undefined) await flushed;
+    else await Promise.race([flushed, sleep(this.#run.deadline - this.#engine.marginMs / 4 - Date.now())]);
+
+    this.#answered = true;
+    return this.#items.map((item) => {
+      if (!item.reported) {
+        // Still running (or its commit still in flight) at the deadline: keep the claim, do not ack.
+        const leaseLeft = this.#leaseMs === undefined ? 0 : this.#leaseMs - (Date.now() - this.#claimedAt);
+        this.#finish(item, stillRunning(item.dedupe, item.key, leaseLeft));
+      }
+      return item.result as MessageResult;
+    });
+  }
+
+  #copiesOf(index: number): Item<Message, RC>[] {
+    let copies = this.#copies.get(index);
+    if (copies === undefined) {
+      copies = [];
+      this.#copies.set(index, copies);
+    }
+    return copies;
+  }
+
+  /** Applies the gate's verdict when it is a stop; true when the item is final. */
+  #decideAtGate(item: Item<Message, RC>): boolean {
+    if (item.reported) return true;
+    if (item.gate === undefined) return false;
+    const step = afterGate(item.gate, this.#engine.policy, item.key, item.fingerprint);
+    if (step.next === "stop") {
+      item.dedupe = step.result.dedupe;
+      this.#finish(item, step.result);
+      return true;
+    }
+    item.dedupe = step.dedupe;
+    return false;
+  }
+
+  /** One lane step: decide, run, and queue the commit or release. True when the lane may go on. */
+  async #step(item: Item<Message, RC>): Promise<boolean> {
+    if (this.#decideAtGate(item)) return (item.result as MessageResult).ack;
+    if (item.gate === undefined) return false;
+    item.stage = "running";
+    this.#running += 1;
+    const { handle, intercept } = this.#engine;
+    if (this.#engine.transactional && item.token !== undefined) return this.#transact(item);
+    const outcome = await invoke(handle, intercept, item);
+    this.#running -= 1;
+    item.stage = "finished";
+    const next = afterRun(outcome, item.dedupe, item.key, item.token !== undefined);
+    if (next.next === "commit") {
+      item.committing = true;
+      void this.#commits.add({ key: item.key as string, fingerprint: item.fingerprint }).then((error) => {
+        this.#finish(item, afterCommit(error, item.dedupe, item.key as string), this.#answered);
+      });
+      this.#commits.nudge();
+      this.#releases.nudge();
+      return true;
+    }
+    if (next.next === "release") this.#release(item);
+    this.#commits.nudge();
+    this.#releases.nudge();
+    this.#finish(item, next.result, this.#answered);
+    return false;
+  }
+
+  /** Transactional mode: the handler's writes and the fenced commit, one transaction. */
+  async #transact(item: Item<Message, RC>): Promise<boolean> {
+    const store = this.#engine.store as TransactionalStore<unknown>;
+    const { handle, intercept, deps } = this.#engine;
+    const key = item.key as string;
+    const started = Date.now();
+    let error: unknown;
+    try {
+      await store.transact({ id: key, token: item.token as string, ...(item.fingerprint === undefined ? {} : { fingerprint: item.fingerprint }) }, async (tx) => {
+        const outcome = await invoke(handle, intercept, item, { tx });
+        if (!outcome.ok) throw outcome.error;
+      });
+    } catch (thrown) {
+      error = thrown;
+    }
+    deps.emit({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: error === undefined });
+    this.#running -= 1;
+    item.stage = "finished";
+    const next = afterTransaction(error, key);
+    if (next.next === "release") this.#release(item);
+    this.#commits.nudge();
+    this.#releases.nudge();
+    this.#finish(item, next.result, this.#answered);
+    return next.result.ack;
+  }
+
+  #release(item: Item<Message, RC>): void {
+    if (item.token === undefined) return;
+    void this.#releases.add({ id: item.key as string, token: item.token });
+  }
+
+  #block(rest: readonly Item<Message, RC>[]): void {
+    for (const item of rest) {
+      if (item.reported) continue;
+      const group = item.delivery.group as string;
+      this.#release(item);
+      this.#finish(item, blocked(new GroupBlockedError(group), item.dedupe, item.key));
+    }
+  }
+
+  #notStarted(item: Item<Message, RC>): void {
+    this.#release(item);
+    this.#finish(item, notStarted(item.dedupe, item.key));
+  }
+
+  /** Records a final result and reports it at once; copies of the item share its fate. `late`: after the answer. */
+  #finish(item: Item<Message, RC>, result: MessageResult, late = false): void {
+    if (item.reported && !late) return;
+    if (late && !item.reported) late = false;
+    item.reported = true;
+    item.result = result;
+    item.stage = "finished";
+    this.#engine.deps.emit({
+      type: "result",
+      index: item.index,
+      result,
+      attempts: item.attempts,
+      ...(item.delivery.messageId === undefined ? {} : { messageId: item.delivery.messageId }),
+      ...(item.handlerMs === undefined ? {} : { handlerMs: item.handlerMs }),
+      ...(late ? { late: true } : {}),
+    });
+    if (late) return;
+    const onResult = this.#run.onResult;
+    if (onResult !== undefined) {
+      try {
+        onResult(item.index, result);
+      } catch {
+        // The adapter's callback must never change an outcome.
+      }
+    }
+    for (const copy of this.#copies.get(item.index) ?? []) {
+      this.#finish(copy, copyOf(result, this.#engine.policy, { first: item.fingerprint, copy: copy.fingerprint }));
+    }
+  }
 }

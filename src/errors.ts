@@ -107,3 +107,20 @@ export class TransactionConditionError extends BabelQueueServerlessError {
     this.failed = failed;
   }
 }
+
+/**
+ * The runtime's deadline (e.g. the Lambda invocation's timeout, minus the margin) came first:
+ * the message was `"not started"`, or its handler was `"still running"` (its claim is kept).
+ */
+export class DeadlineExceededError extends BabelQueueServerlessError {
+  readonly phase: "not started" | "still running";
+  constructor(phase: "not started" | "still running") {
+    super(
+      "DEADLINE_EXCEEDED",
+      phase === "not started"
+        ? "not run: the invocation's deadline was near, so the handler was not started"
+        : "not acknowledged: the handler was still running at the invocation's deadline (its claim is kept)",
+    );
+    this.phase = phase;
+  }
+}

@@ -28,6 +28,11 @@ export type EngineEvent =
       readonly attempts: number;
       /** How long the handler ran (ms), when it ran. */
       readonly handlerMs?: number;
+      /**
+       * A result after the batch was answered: a handler that was still running at the deadline
+       * (reported then as `in-flight`) finished, and this is its real outcome (e.g. committed).
+       */
+      readonly late?: boolean;
     }
   /** One store step finished (a batch form counts once; per-id fallbacks count once per step too). */
   | { readonly type: "store-step"; readonly step: StoreStep; readonly ids: number; readonly durationMs: number; readonly ok: boolean }

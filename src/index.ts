@@ -7,7 +7,13 @@
  */
 export {
   type Claim,
+  type ClaimHints,
   type ClaimRef,
+  type FencedClaim,
+  type IdRecord,
+  type Recall,
+  type TransactionalStore,
+  isTransactionalStore,
   type ClaimStatus,
   type ClaimingStore,
   type Store,
@@ -25,12 +31,13 @@ export {
 export {
   BatchEngine,
   type Delivery,
-  type EngineEvent,
   type EngineOptions,
   type Handler,
   type HandlerContext,
   type ProcessOptions,
 } from "./engine.js";
+export { type EngineEvent, type RunInfo, type RunInterceptor, type StoreStep } from "./events.js";
+export { type Fingerprinter, MAX_FINGERPRINT_LENGTH, canonicalJson, defaultFingerprint } from "./fingerprint.js";
 export {
   type Decoded,
   type Envelope,
@@ -42,12 +49,17 @@ export {
 } from "./envelope.js";
 export {
   BabelQueueServerlessError,
+  DeadlineExceededError,
+  FenceLostError,
   GroupBlockedError,
+  InFlightError,
   InvalidMessageError,
   InvalidOptionError,
+  PayloadConflictError,
   StoreUnavailableError,
+  TransactionConditionError,
 } from "./errors.js";
 export { checkNamespace, keyPart, sha256Base64url, storeKey, utf8Length } from "./keys.js";
 export { InMemoryStore, type InMemoryStoreOptions } from "./memory-store.js";
 export { checkMs, resolveWindows } from "./windows.js";
-export { type WrapDelivery, type WrappedHandler, wrap } from "./wrap.js";
+export { type WrapDelivery, type WrappedHandler, type WrappedResultHandler, rejectionOf, wrap, wrapResult } from "./wrap.js";

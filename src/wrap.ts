@@ -1,11 +1,24 @@
 /**
- * `wrap(store, handle, options)`: the single-message API, for any runtime or a hand-rolled
- * consumer loop. It is the batch engine with a batch of one, so one delivery is decided by
- * exactly the same rules as a message inside an SQS or Cloudflare batch.
+ * `wrap(store, handle, options)`: the single-message API, with the shape of every BabelQueue
+ * SDK's `Wrap(store, handler)` — it returns a handler of the same shape that RESOLVES when the
+ * delivery may be acknowledged and REJECTS otherwise, so it drops into any job runner that
+ * treats a resolved promise as success (BullMQ, a NestJS consumer, a hand-rolled loop).
  *
- * The wrapped function never throws for the message's sake: it resolves to a `MessageResult`
- * whose `ack` says whether to acknowledge the delivery. Options that are wrong throw
- * `InvalidOptionError` at `wrap` time, not per message.
+ * Resolves: the handler ran and its id was committed; a duplicate was skipped; an invalid body
+ * was dropped (`onInvalid: "drop"`); a conflict was dropped (`onConflict: "drop"`); the commit
+ * failed after the handler succeeded (`commit-failed`: the effect happened, a retry would repeat it).
+ * Rejects with:
+ * - the handler's own error, when it threw;
+ * - `InFlightError` (with `retryAfterMs`) when another delivery holds the id's claim;
+ * - `StoreUnavailableError` when the store could not answer (fail-closed);
+ * - `InvalidMessageError` for a body that is not an accepted message;
+ * - `PayloadConflictError` for a reused id with another payload;
+ * - `DeadlineExceededError` when a `deadline` was given and came first; `FenceLostError` in transactional mode.
+ *
+ * `wrapResult` is the same engine returning the `MessageResult` instead, for callers that want
+ * every detail. Both are the batch engine with a batch of one, so one delivery is decided by
+ * exactly the same rules as a message inside an SQS or Cloudflare batch. Options that are wrong
+ * throw `InvalidOptionError` at wrap time, not per message.
  *
  * What this is *not*: a retry loop. Redelivery is the queue's job.
  */
@@ -13,6 +26,7 @@ import type { Store } from "./contract.js";
 import type { MessageResult } from "./decision.js";
 import { BatchEngine, type EngineOptions, type Handler } from "./engine.js";
 import type { Envelope } from "./envelope.js";
+import { BabelQueueServerlessError, InFlightError } from "./errors.js";
 
 /** Facts about one delivery that only the caller knows. */
 export interface WrapDelivery {
@@ -20,21 +34,57 @@ export interface WrapDelivery {
   redeliveries?: number;
   /** Lease for this delivery (ms), overriding the option. */
   leaseMs?: number;
+  /** Epoch ms by which the caller must have an answer (see `deadlineMarginMs`). */
+  deadline?: number;
+  /** The queue's own id of the delivery, for logs and traces. */
+  messageId?: string;
+  /** Out-of-band headers (e.g. `traceparent`), for interceptors such as tracing. */
+  headers?: Readonly<Record<string, string>>;
 }
 
-export type WrappedHandler = (body: unknown, delivery?: WrapDelivery) => Promise<MessageResult>;
+/** Resolves when the delivery may be acknowledged; rejects otherwise. */
+export type WrappedHandler = (body: unknown, delivery?: WrapDelivery) => Promise<void>;
+/** Resolves with the full `MessageResult`; never rejects for the message's sake. */
+export type WrappedResultHandler = (body: unknown, delivery?: WrapDelivery) => Promise<MessageResult>;
 
-export function wrap<Message = Envelope>(
+/** The error a not-acknowledged result rejects with. */
+export function rejectionOf(result: MessageResult): unknown {
+  if (result.status === "in-flight" && !(result.error instanceof BabelQueueServerlessError)) {
+    return new InFlightError(result.key ?? "", result.retryAfterMs ?? 0);
+  }
+  if (result.error !== undefined) return result.error;
+  return new BabelQueueServerlessError("NOT_ACKNOWLEDGED", `not acknowledged (${result.status})`);
+}
+
+/** `wrap`, returning the `MessageResult` of each delivery. */
+export function wrapResult<Message = Envelope>(
   store: Store,
   handle: Handler<Message, object>,
   options: EngineOptions<Message> = {},
-): WrappedHandler {
+): WrappedResultHandler {
   const engine = new BatchEngine<Message, object>(store, handle, options);
   return async (body, delivery = {}) => {
+    const { redeliveries, leaseMs, deadline, messageId, headers } = delivery;
     const [result] = await engine.process(
-      [{ body, context: {}, ...(delivery.redeliveries === undefined ? {} : { redeliveries: delivery.redeliveries }) }],
-      delivery.leaseMs === undefined ? {} : { leaseMs: delivery.leaseMs },
+      [
+        {
+          body,
+          context: {},
+          ...(redeliveries === undefined ? {} : { redeliveries }),
+          ...(messageId === undefined ? {} : { messageId }),
+          ...(headers === undefined ? {} : { headers }),
+        },
+      ],
+      { ...(leaseMs === undefined ? {} : { leaseMs }), ...(deadline === undefined ? {} : { deadline }) },
     );
     return result as MessageResult;
+  };
+}
+
+export function wrap<Message = Envelope>(store: Store, handle: Handler<Message, object>, options: EngineOptions<Message> = {}): WrappedHandler {
+  const decide = wrapResult(store, handle, options);
+  return async (body, delivery) => {
+    const result = await decide(body, delivery);
+    if (!result.ack) throw rejectionOf(result);
   };
 }

@@ -8,7 +8,7 @@ import type { Claim, ClaimingStore, Store } from "../src/contract.js";
 import { BatchEngine, type Delivery, type EngineEvent } from "../src/engine.js";
 import { GroupBlockedError, InvalidMessageError, InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
 import { InMemoryStore } from "../src/memory-store.js";
-import { wrap } from "../src/wrap.js";
+import { wrap, wrapResult } from "../src/wrap.js";
 
 let counter = 0;
 function envelope(id: string | undefined | number, extra: Record<string, unknown> = {}) {
@@ -16,7 +16,7 @@ function envelope(id: string | undefined | number, extra: Record<string, unknown
   return JSON.stringify({
     job: "urn:babel:test:ran",
     trace_id: `trace-${counter}`,
-    data: { n: counter, ...extra },
+    data: { ...extra },
     meta: { ...(id === undefined ? {} : { id }), queue: "q", lang: "node", schema_version: 1, created_at: 0 },
     attempts: 0,
   });
@@ -363,7 +363,11 @@ describe("the batch engine", () => {
     });
     const results = await engine.process(deliveries([envelope("o1"), "{bad"]));
     expect(results.map((r) => r.status)).toEqual(["failed", "invalid"]);
-    expect(events.map((e) => e.type).sort()).toEqual(["result", "result", "store-error"]);
+    expect(events.map((e) => e.type)).toEqual(["batch-start", "result", "store-step", "result", "store-step", "store-error", "batch-end"]);
+    expect(events.filter((e) => e.type === "store-step").map((e) => [e.step, e.ids, e.ok])).toEqual([
+      ["claim", 1, true],
+      ["release", 1, false],
+    ]);
     expect(JSON.stringify(events.filter((e) => e.type === "store-error"))).not.toContain("trace-");
   });
 
@@ -387,19 +391,22 @@ describe("the batch engine", () => {
 describe("wrap", () => {
   it("decides one delivery as the engine does and passes the lease through", async () => {
     const store = new InMemoryStore();
-    const deliver = wrap(store, () => {
-      throw new Error("x");
+    const thrown = new Error("x");
+    const deliver = wrapResult(store, () => {
+      throw thrown;
     });
     const result = await deliver(envelope("w1"), { leaseMs: 5_000, redeliveries: 1 });
-    expect(result).toMatchObject({ status: "failed", ack: false });
+    expect(result).toMatchObject({ status: "failed", ack: false, key: "w1", error: thrown });
     let attempts = -1;
     const lease = new InMemoryStore();
-    await wrap(lease, (_m, ctx) => {
-      attempts = ctx.attempts;
-      return lease.claim("w2").then((claim) => {
-        if (claim.status !== "in-flight" || claim.retryAfterMs > 5_000) throw new Error(`lease not applied: ${JSON.stringify(claim)}`);
-      });
-    })(envelope("w2"), { leaseMs: 5_000, redeliveries: 3 }).then((r) => expect(r.status).toBe("ran"));
+    await expect(
+      wrap(lease, (_m, ctx) => {
+        attempts = ctx.attempts;
+        return lease.claim("w2").then((claim) => {
+          if (claim.status !== "in-flight" || claim.retryAfterMs > 5_000) throw new Error(`lease not applied: ${JSON.stringify(claim)}`);
+        });
+      })(envelope("w2"), { leaseMs: 5_000, redeliveries: 3 }),
+    ).resolves.toBeUndefined();
     expect(attempts).toBe(3);
   });
 });

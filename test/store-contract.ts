@@ -402,24 +402,31 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
                   : { seen: (id) => backing.seen(id), remember: (id) => backing.remember(id), forget: (id) => backing.forget(id) };
               let effects = 0;
               let outcome: "ok" | "throw" = "ok";
+              const scripted = new Error("handler failed (scripted)");
               const handle = () => {
                 effects += 1;
-                if (outcome === "throw") throw new Error("handler failed (scripted)");
+                if (outcome === "throw") throw scripted;
               };
-              const deliver =
-                path === "wrap"
-                  ? wrap(store, handle)
-                  : ((engine) => async (body: unknown) => (await engine.process([{ body, context: {} }]))[0])(new BatchEngine(store, handle));
+              const wrapped = wrap(store, handle);
+              const engine = new BatchEngine(store, handle);
               for (const [step, delivery] of sequence.deliveries.entries()) {
                 if (delivery.forget_before) await store.forget(delivery.meta_id);
                 outcome = delivery.outcome ?? "ok";
-                const body = fixture("fixtures/order-created.json");
-                (body.meta as Record<string, unknown>).id = delivery.meta_id;
+                const body = JSON.stringify({ ...fixture("fixtures/order-created.json"), meta: { ...fixture("fixtures/order-created.json").meta as object, id: delivery.meta_id } });
                 const before = effects;
-                const result = await deliver(JSON.stringify(body));
                 const where = `${sequence.name} delivery ${step}`;
+                if (path === "wrap") {
+                  // BabelQueue's Wrap: resolves when the delivery may be acked, rejects with the handler's own error.
+                  const delivered = wrapped(body);
+                  if (delivery.expect_effect !== "skip" && outcome === "throw") await expect(delivered, where).rejects.toBe(scripted);
+                  else await expect(delivered, where).resolves.toBeUndefined();
+                  expect(effects, where).toBe(delivery.expect_effect === "skip" ? before : before + 1);
+                  continue;
+                }
+                const [result] = await engine.process([{ body, context: {} }]);
                 expect(result, where).toBeDefined();
                 if (result === undefined) return;
+                expect(result.key, where).toBe(delivery.meta_id === "" ? undefined : delivery.meta_id);
                 if (delivery.expect_effect === "skip") {
                   expect(effects, where).toBe(before);
                   expect(result.status, where).toBe("duplicate");

@@ -1,0 +1,96 @@
+/**
+ * Phase 2, the run: lanes (one per FIFO group, in order; one per ungrouped message), a pool
+ * of at most `concurrency` lanes at a time, and the handler invocation itself.
+ *
+ * A lane goes on to its next message once the previous one *finished* (its commit may still
+ * be in flight: it counts as acknowledged for FIFO order), and stops at the first message that
+ * is not acknowledged. When the runtime's deadline comes, no lane starts another handler.
+ *
+ * What this is *not*: the verdict (decision.ts) or the store steps (gate.ts, commit.ts).
+ */
+import type { RunInterceptor } from "../events.js";
+import type { Handler, HandlerContext, Item } from "./types.js";
+
+/** Groups items into lanes: one per FIFO group (in order), one per ungrouped runnable message. Copies never run. */
+export function lanesOf<Message, RC>(items: readonly Item<Message, RC>[]): Item<Message, RC>[][] {
+  const lanes: Item<Message, RC>[][] = [];
+  const byGroup = new Map<string, Item<Message, RC>[]>();
+  for (const item of items) {
+    if (item.firstCopy !== undefined) continue;
+    const group = item.delivery.group;
+    if (group === undefined) {
+      if (item.result === undefined) lanes.push([item]);
+      continue;
+    }
+    let lane = byGroup.get(group);
+    if (lane === undefined) {
+      lane = [];
+      byGroup.set(group, lane);
+      lanes.push(lane);
+    }
+    lane.push(item);
+  }
+  return lanes;
+}
+
+/**
+ * Runs the lanes with at most `limit` at once. `step` handles one item and says whether the lane
+ * may go on (false: the item was not acknowledged, so the rest of a FIFO group is blocked).
+ * `stopped` is checked before every item: once true, no lane starts anything more.
+ */
+export async function runLanes<T>(
+  lanes: readonly T[][],
+  limit: number,
+  stopped: () => boolean,
+  step: (item: T) => Promise<boolean>,
+  blockRest: (rest: readonly T[]) => void,
+): Promise<void> {
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, lanes.length) }, async () => {
+    while (next < lanes.length && !stopped()) {
+      const lane = lanes[next++] as T[];
+      for (let i = 0; i < lane.length; i += 1) {
+        if (stopped()) return;
+        if (!(await step(lane[i] as T))) {
+          blockRest(lane.slice(i + 1));
+          break;
+        }
+      }
+    }
+  });
+  await Promise.all(workers);
+}
+
+export type RunOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
+
+/** Invokes the user's handler once (through the interceptor when there is one), timing it. */
+export async function invoke<Message, RC>(
+  handle: Handler<Message, RC>,
+  intercept: RunInterceptor | undefined,
+  item: Item<Message, RC>,
+  extra: { readonly tx?: unknown } = {},
+): Promise<RunOutcome> {
+  const context = { ...item.delivery.context, key: item.key, attempts: item.attempts, dedupe: item.dedupe, ...extra };
+  const run = async () => {
+    await handle(item.message as Message, context as HandlerContext<RC>);
+  };
+  const started = Date.now();
+  try {
+    if (intercept === undefined) await run();
+    else {
+      const info = {
+        index: item.index,
+        key: item.key,
+        attempts: item.attempts,
+        ...(item.delivery.messageId === undefined ? {} : { messageId: item.delivery.messageId }),
+        ...(item.delivery.headers === undefined ? {} : { headers: item.delivery.headers }),
+      };
+      await intercept(run, info);
+    }
+    return { ok: true };
+  } catch (error) {
+    return { ok: false, error };
+  } finally {
+    item.handlerMs = Date.now() - started;
+  }
+}
