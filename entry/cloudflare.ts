@@ -8,13 +8,13 @@
 export {
   DurableObjectStore,
   type DurableObjectStoreOptions,
-  IdempotencyObject,
   type IdempotencyNamespace,
-  type IdempotencyObjectState,
   type IdempotencyShard,
   type ShardClaim,
   type ShardClaimRef,
+  type ShardRecord,
 } from "../stores/durable-object.js";
+export { IdempotencyObject, type IdempotencyObjectState } from "../stores/idempotency-object.js";
 export { KVStore, type KVStoreOptions, type SeenSetKV } from "../stores/kv.js";
 export {
   CONSUMER_WALL_TIME_MS,

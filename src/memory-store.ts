@@ -1,6 +1,7 @@
 /**
  * `InMemoryStore`: a `ClaimingStore` in one process's memory — leases, fencing tokens,
- * retention, namespaces, the batch forms and an injectable clock.
+ * retention, namespaces, payload fingerprints, the batch forms, `recallMany`, `inspect` and an
+ * injectable clock.
  *
  * For tests, demos, and single-process consumers. Expiry is checked on every read, and
  * expired entries are swept as writes go on, so memory stays bounded by the live ids.
@@ -9,9 +10,10 @@
  * own memory, so this store cannot dedupe across them; use DynamoDB, Upstash Redis or the
  * Durable Object store for that.
  */
-import type { Claim, ClaimRef, ClaimingStore, StoreWindows } from "./contract.js";
+import type { Claim, ClaimRef, ClaimingStore, IdRecord, Recall, StoreWindows } from "./contract.js";
 import { InvalidOptionError } from "./errors.js";
 import { checkNamespace } from "./keys.js";
+import { checkFingerprint, checkFingerprints, withFingerprint } from "./store-fingerprints.js";
 import { checkMs, resolveWindows } from "./windows.js";
 
 export interface InMemoryStoreOptions extends StoreWindows {
@@ -28,6 +30,8 @@ interface Entry {
   token: string;
   /** in-flight: the lease's end; done: the retention's end. */
   expiresAt: number;
+  /** The payload fingerprint of the claim or the commit, when one was given. */
+  fingerprint: string | undefined;
 }
 
 const SWEEP_EVERY_WRITES = 1024;
@@ -79,21 +83,26 @@ export class InMemoryStore implements ClaimingStore {
     for (const [key, entry] of this.#entries) if (entry.expiresAt <= now) this.#entries.delete(key);
   }
 
-  #claimSync(id: string, leaseMs: number): Claim {
+  #claimSync(id: string, leaseMs: number, fingerprint: string | undefined): Claim {
     const key = this.#key(id);
     const now = this.#now();
     const entry = this.#live(key, now);
-    if (entry?.state === "done") return { status: "done" };
-    if (entry?.state === "in-flight") return { status: "in-flight", retryAfterMs: entry.expiresAt - now };
+    if (entry?.state === "done") return { status: "done", ...withFingerprint(entry.fingerprint) };
+    if (entry?.state === "in-flight") {
+      return { status: "in-flight", retryAfterMs: entry.expiresAt - now, ...withFingerprint(entry.fingerprint) };
+    }
     const token = this.#token();
-    this.#entries.set(key, { state: "in-flight", token, expiresAt: now + leaseMs });
+    this.#entries.set(key, { state: "in-flight", token, expiresAt: now + leaseMs, fingerprint });
     this.#written();
     return { status: "claimed", token };
   }
 
-  #rememberSync(id: string): void {
+  /** The commit: keeps the live record's fingerprint when none is given. */
+  #rememberSync(id: string, fingerprint: string | undefined): void {
     const key = this.#key(id);
-    this.#entries.set(key, { state: "done", token: "", expiresAt: this.#now() + this.retentionMs });
+    const now = this.#now();
+    const kept = fingerprint ?? this.#live(key, now)?.fingerprint;
+    this.#entries.set(key, { state: "done", token: "", expiresAt: now + this.retentionMs, fingerprint: kept });
     this.#written();
   }
 
@@ -114,25 +123,45 @@ export class InMemoryStore implements ClaimingStore {
     return ids.map((id) => this.#live(this.#key(id), now)?.state === "done");
   }
 
-  async remember(id: string): Promise<void> {
-    this.#rememberSync(id);
+  async recallMany(ids: readonly string[]): Promise<Recall[]> {
+    const now = this.#now();
+    return ids.map((id) => {
+      const entry = this.#live(this.#key(id), now);
+      return entry?.state === "done" ? { seen: true, ...withFingerprint(entry.fingerprint) } : { seen: false };
+    });
   }
 
-  async rememberMany(ids: readonly string[]): Promise<void> {
-    for (const id of ids) this.#rememberSync(id);
+  async inspect(id: string): Promise<IdRecord | null> {
+    const now = this.#now();
+    const entry = this.#live(this.#key(id), now);
+    if (entry === undefined) return null;
+    const left = entry.expiresAt - now;
+    return entry.state === "done"
+      ? { status: "done", retentionLeftMs: left, ...withFingerprint(entry.fingerprint) }
+      : { status: "in-flight", leaseLeftMs: left, ...withFingerprint(entry.fingerprint) };
+  }
+
+  async remember(id: string, fingerprint?: string): Promise<void> {
+    this.#rememberSync(id, checkFingerprint(fingerprint));
+  }
+
+  async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+    const checked = checkFingerprints(fingerprints, ids.length);
+    ids.forEach((id, i) => this.#rememberSync(id, checked[i]));
   }
 
   async forget(id: string): Promise<void> {
     this.#entries.delete(this.#key(id));
   }
 
-  async claim(id: string, leaseMs?: number): Promise<Claim> {
-    return this.#claimSync(id, checkMs("leaseMs", leaseMs ?? this.leaseMs));
+  async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
+    return this.#claimSync(id, checkMs("leaseMs", leaseMs ?? this.leaseMs), checkFingerprint(fingerprint));
   }
 
-  async claimMany(ids: readonly string[], leaseMs?: number): Promise<Claim[]> {
+  async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
-    return ids.map((id) => this.#claimSync(id, lease));
+    const checked = checkFingerprints(fingerprints, ids.length);
+    return ids.map((id, i) => this.#claimSync(id, lease, checked[i]));
   }
 
   async release(id: string, token: string): Promise<boolean> {

@@ -1,5 +1,8 @@
 /**
- * `DurableObjectStore` + `IdempotencyObject`: a `ClaimingStore` on Cloudflare Durable Objects.
+ * `DurableObjectStore`: a `ClaimingStore` on Cloudflare Durable Objects — the client half. The
+ * object class it calls, `IdempotencyObject`, is in `idempotency-object.ts`; this file never imports
+ * `cloudflare:workers`, so importing the store (in a test, a bundle, a Node type check) does not pull
+ * the Workers runtime in.
  *
  * A Durable Object runs one request at a time, and its SQLite storage answers synchronously, so
  * a whole batch step (claim 100 ids, say) runs inside one object as one atomic transaction: of
@@ -8,9 +11,11 @@
  * at least one of the batch's ids.
  *
  * `IdempotencyObject` keeps one row per key — status (`in-flight` | `done`), fencing token, lease
- * deadline, retention deadline — and decides expiry itself on every call (an expired lease can be
- * re-claimed, an expired retention is not "done"). An alarm deletes expired rows and re-arms for
- * the next deadline, so storage stays bounded without any external job.
+ * deadline, retention deadline, payload fingerprint — and decides expiry itself on every call (an
+ * expired lease can be re-claimed, an expired retention is not "done"). A claim's fingerprint is
+ * written in the same call (and SQLite transaction) as the claim; `done` / `in-flight` answers carry
+ * the stored one. An alarm deletes expired rows and re-arms for the next deadline, so storage stays
+ * bounded without any external job.
  *
  * What this is *not*: a cross-shard transaction (a batch step is atomic per shard, which is all
  * the contract asks: every id is decided in exactly one object), nor free to re-shard: changing
@@ -18,15 +23,14 @@
  * old layout are not seen under the new one until their retention has passed.
  *
  * Types: the Workers runtime types (`@cloudflare/workers-types`) declare globals that clash with
- * Node's, and this file is also compiled with the package's Node program, so it describes the few
- * runtime members it touches structurally (the `...Like` interfaces below). The real
- * `DurableObjectNamespace<IdempotencyObject>` and `DurableObjectState` satisfy them.
+ * Node's, and this file is also compiled with the package's Node program, so it describes the
+ * binding structurally (`IdempotencyNamespace`). The real `DurableObjectNamespace<IdempotencyObject>`
+ * satisfies it.
  */
-// @ts-ignore -- "cloudflare:workers" exists only in workerd (and in programs typed with @cloudflare/workers-types).
-import { DurableObject } from "cloudflare:workers";
-import type { Claim, ClaimRef, ClaimingStore, StoreWindows } from "../src/contract.js";
+import type { Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../src/contract.js";
 import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
 import { checkNamespace, storeKey } from "../src/keys.js";
+import { checkFingerprint, checkFingerprints } from "../src/store-fingerprints.js";
 import { checkMs, resolveWindows } from "../src/windows.js";
 
 const STORE_NAME = "DurableObjectStore";
@@ -45,13 +49,20 @@ export interface ShardClaimRef {
   readonly token: string;
 }
 
-/** The RPC surface of one `IdempotencyObject`, as a stub exposes it. Every method takes a batch. */
+/** What one object holds for one key (the public `IdRecord`, as plain data over RPC), or null. */
+export type ShardRecord = IdRecord | null;
+
+/**
+ * The RPC surface of one `IdempotencyObject`, as a stub exposes it. Every method takes a batch.
+ * `fingerprints`, when passed, has one entry per key (null where there is none).
+ */
 export interface IdempotencyShard {
-  claim(keys: string[], leaseMs: number): Promise<ShardClaim[]>;
-  remember(keys: string[], retentionMs: number): Promise<void>;
+  claim(keys: string[], leaseMs: number, fingerprints?: (string | null)[]): Promise<ShardClaim[]>;
+  remember(keys: string[], retentionMs: number, fingerprints?: (string | null)[]): Promise<void>;
   release(claims: ShardClaimRef[]): Promise<boolean[]>;
   seen(keys: string[]): Promise<boolean[]>;
   forget(keys: string[]): Promise<void>;
+  inspect(keys: string[]): Promise<ShardRecord[]>;
 }
 
 /**
@@ -104,6 +115,15 @@ function fnv1a(text: string): number {
     hash = Math.imul(hash, 0x01000193);
   }
   return hash >>> 0;
+}
+
+/**
+ * One batch's fingerprints as the object takes them, in the order of `positions` (the batch
+ * indexes one shard's call carries): undefined when the batch has none at all.
+ */
+function shardFingerprints(fingerprints: readonly (string | undefined)[] | undefined, positions: readonly number[]): (string | null)[] | undefined {
+  if (fingerprints === undefined) return undefined;
+  return positions.map((position) => fingerprints[position] ?? null);
 }
 
 /** A short description of a failure that never carries a key, token or payload. */
@@ -168,7 +188,7 @@ export class DurableObjectStore implements ClaimingStore {
     operation: string,
     items: readonly Item[],
     keyOf: (item: Item) => string,
-    call: (shard: IdempotencyShard, items: Item[]) => Promise<Answer[] | void>,
+    call: (shard: IdempotencyShard, items: Item[], positions: number[]) => Promise<Answer[] | void>,
   ): Promise<Answer[]> {
     const groups = new Map<number, { items: Item[]; positions: number[] }>();
     items.forEach((item, position) => {
@@ -185,7 +205,7 @@ export class DurableObjectStore implements ClaimingStore {
     try {
       await Promise.all(
         [...groups].map(async ([shard, group]) => {
-          const result = await call(this.#stub(shard), group.items);
+          const result = await call(this.#stub(shard), group.items, group.positions);
           if (result === undefined) return;
           if (!Array.isArray(result) || result.length !== group.items.length) {
             throw new StoreUnavailableError(STORE_NAME, operation, "the Durable Object returned an answer of the wrong shape");
@@ -212,14 +232,17 @@ export class DurableObjectStore implements ClaimingStore {
     return this.#step("seen", keys, (key) => key, (shard, batch) => shard.seen(batch));
   }
 
-  async remember(id: string): Promise<void> {
-    await this.rememberMany([id]);
+  async remember(id: string, fingerprint?: string): Promise<void> {
+    await this.rememberMany([id], [checkFingerprint(fingerprint)]);
   }
 
-  async rememberMany(ids: readonly string[]): Promise<void> {
+  async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+    const checked = present(checkFingerprints(fingerprints, ids.length));
     if (ids.length === 0) return;
     const keys = await this.#keys(ids);
-    await this.#step("remember", keys, (key) => key, (shard, batch) => shard.remember(batch, this.retentionMs));
+    await this.#step("remember", keys, (key) => key, (shard, batch, positions) =>
+      shard.remember(batch, this.retentionMs, shardFingerprints(checked, positions)),
+    );
   }
 
   async forget(id: string): Promise<void> {
@@ -227,15 +250,25 @@ export class DurableObjectStore implements ClaimingStore {
     await this.#step("forget", keys, (key) => key, (shard, batch) => shard.forget(batch));
   }
 
-  async claim(id: string, leaseMs?: number): Promise<Claim> {
-    return (await this.claimMany([id], leaseMs))[0] as Claim;
+  /** What the object holds for one id (for operators): state, the window's remaining ms, fingerprint. One call. */
+  async inspect(id: string): Promise<IdRecord | null> {
+    const keys = await this.#keys([id]);
+    const [record] = await this.#step<string, ShardRecord>("inspect", keys, (key) => key, (shard, batch) => shard.inspect(batch));
+    return record ?? null;
   }
 
-  async claimMany(ids: readonly string[], leaseMs?: number): Promise<Claim[]> {
+  async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
+    return (await this.claimMany([id], leaseMs, [checkFingerprint(fingerprint)]))[0] as Claim;
+  }
+
+  async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
+    const checked = present(checkFingerprints(fingerprints, ids.length));
     if (ids.length === 0) return [];
     const keys = await this.#keys(ids);
-    return this.#step("claim", keys, (key) => key, (shard, batch) => shard.claim(batch, lease));
+    return this.#step("claim", keys, (key) => key, (shard, batch, positions) =>
+      shard.claim(batch, lease, shardFingerprints(checked, positions)),
+    );
   }
 
   async release(id: string, token: string): Promise<boolean> {
@@ -257,203 +290,7 @@ export class DurableObjectStore implements ClaimingStore {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The Durable Object.
-
-/** The SQLite cursor members the object uses. */
-interface SqlCursorLike<Row> {
-  toArray(): Row[];
-  one(): Row;
-}
-
-/** The slice of `DurableObjectState` the object uses. */
-export interface IdempotencyObjectState {
-  readonly storage: {
-    readonly sql: { exec<Row = Record<string, string | number | null>>(query: string, ...bindings: unknown[]): SqlCursorLike<Row> };
-    transactionSync<T>(closure: () => T): T;
-    getAlarm(): Promise<number | null>;
-    setAlarm(scheduledTime: number | Date): Promise<void>;
-  };
-}
-
-interface EntryRow {
-  status: "in-flight" | "done";
-  token: string | null;
-  lease_until: number | null;
-  retain_until: number | null;
-}
-
-const SCHEMA = [
-  `CREATE TABLE IF NOT EXISTS entries (
-     key TEXT PRIMARY KEY,
-     status TEXT NOT NULL CHECK (status IN ('in-flight', 'done')),
-     token TEXT,
-     lease_until INTEGER,
-     retain_until INTEGER
-   )`,
-  // The row's one live deadline: the lease while in flight, the retention once done.
-  `CREATE INDEX IF NOT EXISTS entries_by_deadline ON entries (COALESCE(retain_until, lease_until))`,
-];
-const DEADLINE = "COALESCE(retain_until, lease_until)";
-
-function checkKeys(keys: unknown): string[] {
-  if (!Array.isArray(keys) || !keys.every((key) => typeof key === "string")) {
-    throw new TypeError("keys must be an array of strings");
-  }
-  return keys as string[];
-}
-
-/**
- * The Durable Object class. Re-export it from your Worker and bind it with a SQLite migration:
- *
- * ```toml
- * [[durable_objects.bindings]]
- * name = "IDEMPOTENCY"
- * class_name = "IdempotencyObject"
- * [[migrations]]
- * tag = "v1"
- * new_sqlite_classes = ["IdempotencyObject"]
- * ```
- *
- * Its RPC methods take store keys (built by `DurableObjectStore`), never raw ids, and are
- * meant to be called only through `DurableObjectStore`.
- */
-export class IdempotencyObject extends DurableObject {
-  #schemaReady = false;
-  /** The alarm we know is scheduled: a time, null for none, undefined before we asked. */
-  #alarmAt: number | null | undefined = undefined;
-
-  get #state(): IdempotencyObjectState {
-    return (this as unknown as { ctx: IdempotencyObjectState }).ctx;
-  }
-
-  #sql<Row>(query: string, ...bindings: unknown[]): SqlCursorLike<Row> {
-    const storage = this.#state.storage;
-    if (!this.#schemaReady) {
-      for (const statement of SCHEMA) storage.sql.exec(statement);
-      this.#schemaReady = true;
-    }
-    return storage.sql.exec<Row>(query, ...bindings);
-  }
-
-  #row(key: string): EntryRow | undefined {
-    return this.#sql<EntryRow>("SELECT status, token, lease_until, retain_until FROM entries WHERE key = ?", key).toArray()[0];
-  }
-
-  /** Makes sure an alarm fires no later than `deadline` (only ever moves it earlier). */
-  async #armAlarm(deadline: number): Promise<void> {
-    const storage = this.#state.storage;
-    if (this.#alarmAt === undefined) this.#alarmAt = await storage.getAlarm();
-    if (this.#alarmAt !== null && this.#alarmAt <= deadline) return;
-    this.#alarmAt = deadline;
-    await storage.setAlarm(deadline);
-  }
-
-  /** Claims every key in one transaction; answers in order (a key repeated in the batch is in-flight the second time). */
-  async claim(keys: string[], leaseMs: number): Promise<ShardClaim[]> {
-    checkKeys(keys);
-    checkMs("leaseMs", leaseMs);
-    const now = Date.now();
-    const leaseUntil = now + leaseMs;
-    let claimedAny = false;
-    const answers = this.#state.storage.transactionSync(() =>
-      keys.map((key): ShardClaim => {
-        const row = this.#row(key);
-        if (row?.status === "done" && (row.retain_until ?? 0) > now) return { status: "done" };
-        if (row?.status === "in-flight" && (row.lease_until ?? 0) > now) {
-          return { status: "in-flight", retryAfterMs: (row.lease_until as number) - now };
-        }
-        const token = crypto.randomUUID();
-        this.#sql(
-          "INSERT OR REPLACE INTO entries (key, status, token, lease_until, retain_until) VALUES (?, 'in-flight', ?, ?, NULL)",
-          key,
-          token,
-          leaseUntil,
-        );
-        claimedAny = true;
-        return { status: "claimed", token };
-      }),
-    );
-    if (claimedAny) await this.#armAlarm(leaseUntil);
-    return answers;
-  }
-
-  /** Commits every key: done, token cleared, retained for `retentionMs` from now, whatever the lease state. */
-  async remember(keys: string[], retentionMs: number): Promise<void> {
-    checkKeys(keys);
-    checkMs("retentionMs", retentionMs);
-    if (keys.length === 0) return;
-    const retainUntil = Date.now() + retentionMs;
-    this.#state.storage.transactionSync(() => {
-      for (const key of keys) {
-        this.#sql(
-          "INSERT OR REPLACE INTO entries (key, status, token, lease_until, retain_until) VALUES (?, 'done', NULL, NULL, ?)",
-          key,
-          retainUntil,
-        );
-      }
-    });
-    await this.#armAlarm(retainUntil);
-  }
-
-  /**
-   * Drops each claim only while it is in flight, live, and owned by its token; answers whether
-   * each call removed it. An expired lease is deleted too (it is dead either way) but answers false.
-   */
-  release(claims: ShardClaimRef[]): boolean[] {
-    if (!Array.isArray(claims)) throw new TypeError("claims must be an array");
-    const now = Date.now();
-    return this.#state.storage.transactionSync(() =>
-      claims.map((claim) => {
-        const key = String(claim?.key);
-        const row = this.#row(key);
-        if (row === undefined || row.status !== "in-flight") return false;
-        const live = (row.lease_until ?? 0) > now;
-        if (live && row.token !== String(claim.token)) return false;
-        this.#sql("DELETE FROM entries WHERE key = ?", key);
-        return live;
-      }),
-    );
-  }
-
-  /** Whether each key is committed and within retention. */
-  seen(keys: string[]): boolean[] {
-    checkKeys(keys);
-    const now = Date.now();
-    return keys.map((key) => {
-      const row = this.#row(key);
-      return row?.status === "done" && (row.retain_until ?? 0) > now;
-    });
-  }
-
-  /** Deletes every key, whatever its state. */
-  forget(keys: string[]): void {
-    checkKeys(keys);
-    this.#state.storage.transactionSync(() => {
-      for (const key of keys) this.#sql("DELETE FROM entries WHERE key = ?", key);
-    });
-  }
-
-  /** Live rows (in flight or done, deadline still ahead), for tests and metrics. */
-  size(): number {
-    return Number(this.#sql<{ n: number }>(`SELECT COUNT(*) AS n FROM entries WHERE ${DEADLINE} > ?`, Date.now()).one().n);
-  }
-
-  /** Every stored row, expired ones included (what the alarm has not swept yet), for tests. */
-  storedRows(): number {
-    return Number(this.#sql<{ n: number }>("SELECT COUNT(*) AS n FROM entries").one().n);
-  }
-
-  /** The sweep: deletes rows whose deadline has passed, then re-arms for the next deadline. */
-  // @ts-ignore -- `override` is required where "cloudflare:workers" is typed, and an error where it is not (the Node build).
-  override async alarm(): Promise<void> {
-    const now = Date.now();
-    this.#sql(`DELETE FROM entries WHERE ${DEADLINE} <= ?`, now);
-    const next = this.#sql<{ next: number | null }>(`SELECT MIN(${DEADLINE}) AS next FROM entries`).one().next;
-    this.#alarmAt = null;
-    if (next !== null) {
-      this.#alarmAt = next;
-      await this.#state.storage.setAlarm(next);
-    }
-  }
+/** The fingerprints when at least one id has one, else undefined (the call then carries none). */
+function present(fingerprints: (string | undefined)[]): (string | undefined)[] | undefined {
+  return fingerprints.some((fingerprint) => fingerprint !== undefined) ? fingerprints : undefined;
 }

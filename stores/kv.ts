@@ -1,6 +1,6 @@
 /**
- * `KVStore`: the seen-set `Store` (`seen` / `remember` / `forget`, plus `seenMany` and
- * `rememberMany`) over Cloudflare Workers KV.
+ * `KVStore`: the seen-set `Store` (`seen` / `remember` / `forget`, plus `seenMany`, `recallMany`,
+ * `rememberMany` and `inspect`) over Cloudflare Workers KV.
  *
  * Why it has no `claim`: Workers KV is eventually consistent — a write can take about 60 seconds
  * (longer under caching) to be visible from other locations — and it has no atomic
@@ -10,14 +10,18 @@
  * types keep it out of claim mode. Use `DurableObjectStore` when two runs must never overlap.
  *
  * Each committed id is one KV key (`{namespace}:{id}`, hashed past 512 bytes by `storeKey`) whose
- * value is its retention deadline (epoch ms). `seen` checks that deadline itself, so retention is
- * exact; KV's `expirationTtl` (never below KV's 60-second minimum) only reclaims the space.
+ * value is its retention deadline (epoch ms), followed by `:` and the payload fingerprint when the
+ * commit had one (`1767225600000:sha256-…`; a value without the `:` part — every value written
+ * before fingerprints existed — simply has none). `seen` checks that deadline itself, so retention
+ * is exact; KV's `expirationTtl` (never below KV's 60-second minimum) only reclaims the space.
+ * `recallMany` answers seen + fingerprint from the same one bulk read `seenMany` makes.
  *
  * What this is *not*: a lock, a claim, or read-your-writes across locations.
  */
-import type { Store, StoreWindows } from "../src/contract.js";
+import type { IdRecord, Recall, Store, StoreWindows } from "../src/contract.js";
 import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
 import { checkNamespace, storeKey } from "../src/keys.js";
+import { checkFingerprint, checkFingerprints, withFingerprint } from "../src/store-fingerprints.js";
 import { resolveWindows } from "../src/windows.js";
 
 const STORE_NAME = "KVStore";
@@ -50,14 +54,29 @@ export interface KVStoreOptions extends Pick<StoreWindows, "retentionMs"> {
    */
   retentionMs?: number;
   /**
-   * Use KV's bulk `get` (up to 100 keys a call) for `seenMany`. Default true; set false for a
-   * binding that predates bulk reads (April 2025): `seenMany` then reads key by key.
+   * Use KV's bulk `get` (up to 100 keys a call) for `seenMany` / `recallMany`. Default true; set
+   * false for a binding that predates bulk reads (April 2025): they then read key by key.
    */
   bulkGet?: boolean;
 }
 
 function describe(error: unknown): string {
   return `the KV call failed${error instanceof Error ? `: ${error.name}` : ""}`;
+}
+
+/** A committed id's value, read back: its retention deadline and fingerprint (see the header). */
+interface Committed {
+  readonly deadline: number;
+  readonly fingerprint: string | undefined;
+}
+
+/** Parses a value (null for an absent or unreadable one). */
+function parseValue(value: string | null | undefined): Committed | null {
+  if (value === null || value === undefined) return null;
+  const colon = value.indexOf(":");
+  const deadline = Number(colon < 0 ? value : value.slice(0, colon));
+  if (!Number.isFinite(deadline)) return null;
+  return { deadline, fingerprint: colon < 0 ? undefined : value.slice(colon + 1) || undefined };
 }
 
 export class KVStore implements Store {
@@ -90,22 +109,39 @@ export class KVStore implements Store {
     }
   }
 
-  static #live(value: string | null | undefined, now: number): boolean {
-    if (value === null || value === undefined) return false;
-    const deadline = Number(value);
-    return Number.isFinite(deadline) && deadline > now;
+  /** The committed record of a value when its retention is still running, else null. */
+  static #live(value: string | null | undefined, now: number): Committed | null {
+    const committed = parseValue(value);
+    return committed !== null && committed.deadline > now ? committed : null;
   }
 
   async seen(id: string): Promise<boolean> {
     const key = await this.#key(id);
     const value = await this.#call("seen", () => this.#kv.get(key, "text"));
-    return KVStore.#live(value, Date.now());
+    return KVStore.#live(value, Date.now()) !== null;
   }
 
   async seenMany(ids: readonly string[]): Promise<boolean[]> {
+    return (await this.#recall("seen", ids)).map((recall) => recall.seen);
+  }
+
+  /** `seenMany` plus each committed id's fingerprint, from the same one (bulk) read. */
+  async recallMany(ids: readonly string[]): Promise<Recall[]> {
+    return this.#recall("recall", ids);
+  }
+
+  /** What KV holds for one id (for operators): done with its retention left and fingerprint, or null. One read. */
+  async inspect(id: string): Promise<IdRecord | null> {
+    const key = await this.#key(id);
+    const now = Date.now();
+    const live = KVStore.#live(await this.#call("inspect", () => this.#kv.get(key, "text")), now);
+    return live === null ? null : { status: "done", retentionLeftMs: live.deadline - now, ...withFingerprint(live.fingerprint) };
+  }
+
+  async #recall(operation: string, ids: readonly string[]): Promise<Recall[]> {
     if (ids.length === 0) return [];
     const keys = await Promise.all(ids.map((id) => this.#key(id)));
-    const values = await this.#call("seen", async () => {
+    const values = await this.#call(operation, async () => {
       const found = new Map<string, string | null>();
       if (!this.#bulkGet) {
         await Promise.all(keys.map(async (key) => found.set(key, await this.#kv.get(key, "text"))));
@@ -120,22 +156,33 @@ export class KVStore implements Store {
       return found;
     });
     const now = Date.now();
-    return keys.map((key) => KVStore.#live(values.get(key), now));
+    return keys.map((key): Recall => {
+      const live = KVStore.#live(values.get(key), now);
+      return live === null ? { seen: false } : { seen: true, ...withFingerprint(live.fingerprint) };
+    });
   }
 
-  async remember(id: string): Promise<void> {
-    await this.rememberMany([id]);
+  async remember(id: string, fingerprint?: string): Promise<void> {
+    await this.rememberMany([id], [checkFingerprint(fingerprint)]);
   }
 
-  /** One `put` per id, in parallel: Workers have no bulk write. */
-  async rememberMany(ids: readonly string[]): Promise<void> {
+  /**
+   * One `put` per id, in parallel: Workers have no bulk write. Each value is written whole (there
+   * is no claim whose fingerprint a commit could keep): an id given none is stored without one.
+   */
+  async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+    const checked = checkFingerprints(fingerprints, ids.length);
     if (ids.length === 0) return;
     const keys = await Promise.all(ids.map((id) => this.#key(id)));
     const deadline = Date.now() + this.retentionMs;
     const expirationTtl = Math.max(MIN_TTL_SECONDS, Math.ceil(this.retentionMs / 1000));
-    await this.#call("remember", () =>
-      Promise.all([...new Set(keys)].map((key) => this.#kv.put(key, String(deadline), { expirationTtl }))),
-    );
+    // One value per key; an id repeated in the batch is written once, with its last fingerprint.
+    const values = new Map<string, string>();
+    keys.forEach((key, i) => {
+      const fingerprint = checked[i];
+      values.set(key, fingerprint === undefined ? String(deadline) : `${deadline}:${fingerprint}`);
+    });
+    await this.#call("remember", () => Promise.all([...values].map(([key, value]) => this.#kv.put(key, value, { expirationTtl }))));
   }
 
   async forget(id: string): Promise<void> {

@@ -8,11 +8,15 @@
  *   - key layout `{prefix}{namespace}:{id}` (`prefix` defaults to "bq:"), built by `storeKey`;
  *     an id whose key would pass 512 bytes, or that starts with `#`, becomes `#` + its SHA-256.
  *     With `hashTag: true` (TCP, Redis Cluster) the layout is `{prefix}{{namespace}}:{id}`.
- *   - `claim` answers claimed / done / in-flight (+ the lease's remaining ms) in ONE command;
- *     lease and retention are `PX` expiries on the Redis server's clock.
- *   - `release` is a compare-and-delete on the fencing token; `remember` commits unconditionally.
+ *   - `claim` answers claimed / done / in-flight (+ the lease's remaining ms, + the stored payload
+ *     fingerprint) in ONE command, and stores the claim's fingerprint in that same command;
+ *     lease and retention are `PX` expiries on the Redis server's clock. Value layout: see
+ *     `redis-scripts.ts` (`i:<token>[:<fingerprint>]`, `d[:<fingerprint>]`).
+ *   - `release` is a compare-and-delete on the fencing token; `remember` commits unconditionally,
+ *     keeping the claim's fingerprint unless it is given one.
  *   - `claimMany` / `rememberMany` / `releaseMany` / `seenMany`: ONE command — one HTTP request
  *     over REST — for the whole batch, so a batch of N new messages costs 2 requests.
+ *   - `inspect` (for operators): one command.
  *   - every failure (network, HTTP 4xx/5xx, Redis error, timeout, unexpected reply) becomes a
  *     `StoreUnavailableError` whose message and `cause` carry neither the REST token, nor a fencing
  *     token, nor the command's arguments.
@@ -26,18 +30,23 @@
  * never logs. A call that timed out may still land on the server: a claim then simply expires with
  * its lease, a commit or a release is as if it had answered.
  */
-import type { Claim, ClaimRef, ClaimingStore, StoreWindows } from "../src/contract.js";
+import type { Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../src/contract.js";
 import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
 import { checkNamespace, storeKey } from "../src/keys.js";
+import { checkFingerprint, checkFingerprints } from "../src/store-fingerprints.js";
 import { checkMs, resolveWindows } from "../src/windows.js";
 import {
   CLAIM,
   FORGET,
+  INSPECT,
   type RedisScript,
   type RedisScriptClient,
   RELEASE,
   REMEMBER,
   SEEN,
+  readClaims,
+  readIntegers,
+  readRecord,
   runScript,
 } from "./redis-scripts.js";
 
@@ -133,12 +142,12 @@ export class RedisStore implements ClaimingStore {
     return storeKey(this.#namespacePart, id, MAX_REDIS_KEY_BYTES, this.#head);
   }
 
-  async claim(id: string, leaseMs?: number): Promise<Claim> {
-    return (await this.#claim("claim", [id], leaseMs))[0] as Claim;
+  async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
+    return (await this.#claim("claim", [id], leaseMs, [checkFingerprint(fingerprint)]))[0] as Claim;
   }
 
-  async claimMany(ids: readonly string[], leaseMs?: number): Promise<Claim[]> {
-    return this.#claim("claimMany", ids, leaseMs);
+  async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
+    return this.#claim("claimMany", ids, leaseMs, checkFingerprints(fingerprints, ids.length));
   }
 
   async release(id: string, token: string): Promise<boolean> {
@@ -149,12 +158,12 @@ export class RedisStore implements ClaimingStore {
     await this.#release("releaseMany", claims);
   }
 
-  async remember(id: string): Promise<void> {
-    await this.#remember("remember", [id]);
+  async remember(id: string, fingerprint?: string): Promise<void> {
+    await this.#remember("remember", [id], [checkFingerprint(fingerprint)]);
   }
 
-  async rememberMany(ids: readonly string[]): Promise<void> {
-    await this.#remember("rememberMany", ids);
+  async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+    await this.#remember("rememberMany", ids, checkFingerprints(fingerprints, ids.length));
   }
 
   async seen(id: string): Promise<boolean> {
@@ -166,22 +175,26 @@ export class RedisStore implements ClaimingStore {
   }
 
   async forget(id: string): Promise<void> {
-    await this.#run("forget", FORGET, [await this.key(id)], [], 0, () => undefined);
+    await this.#run("forget", FORGET, [await this.key(id)], [], [], () => undefined);
   }
 
-  async #claim(operation: string, ids: readonly string[], leaseMs: number | undefined): Promise<Claim[]> {
+  /** What Redis holds for one id (for operators): state, the window's remaining ms, fingerprint. One command. */
+  async inspect(id: string): Promise<IdRecord | null> {
+    return this.#run("inspect", INSPECT, [await this.key(id)], [], [], readRecord);
+  }
+
+  async #claim(
+    operation: string,
+    ids: readonly string[],
+    leaseMs: number | undefined,
+    fingerprints: readonly (string | undefined)[],
+  ): Promise<Claim[]> {
     const lease = Math.max(1, Math.ceil(checkMs("leaseMs", leaseMs ?? this.leaseMs)));
     if (ids.length === 0) return [];
     const keys = await this.#keys(ids);
     const tokens = ids.map(() => globalThis.crypto.randomUUID());
-    return this.#run(operation, CLAIM, keys, [String(lease), ...tokens], tokens.length, (reply) =>
-      integers(reply, ids.length).map((code, i): Claim => {
-        if (code === -1) return { status: "claimed", token: tokens[i] as string };
-        if (code === -2) return { status: "done" };
-        if (code >= 0) return { status: "in-flight", retryAfterMs: code };
-        throw new Error("unexpected claim code");
-      }),
-    );
+    const args = [String(lease), ...tokens, ...fingerprintArgs(fingerprints)];
+    return this.#run(operation, CLAIM, keys, args, tokens, (reply) => readClaims(reply, tokens));
   }
 
   async #release(operation: string, claims: readonly ClaimRef[]): Promise<boolean[]> {
@@ -191,19 +204,20 @@ export class RedisStore implements ClaimingStore {
     }
     const keys = await this.#keys(claims.map((claim) => claim.id));
     const tokens = claims.map((claim) => claim.token);
-    return this.#run(operation, RELEASE, keys, tokens, tokens.length, (reply) => integers(reply, claims.length).map((n) => n === 1));
+    return this.#run(operation, RELEASE, keys, tokens, tokens, (reply) => readIntegers(reply, claims.length).map((n) => n === 1));
   }
 
-  async #remember(operation: string, ids: readonly string[]): Promise<void> {
+  async #remember(operation: string, ids: readonly string[], fingerprints: readonly (string | undefined)[]): Promise<void> {
     if (ids.length === 0) return;
     const keys = await this.#keys(ids);
-    await this.#run(operation, REMEMBER, keys, [String(Math.ceil(this.retentionMs))], 0, () => undefined);
+    const args = [String(Math.ceil(this.retentionMs)), ...fingerprintArgs(fingerprints)];
+    await this.#run(operation, REMEMBER, keys, args, [], () => undefined);
   }
 
   async #seen(operation: string, ids: readonly string[]): Promise<boolean[]> {
     if (ids.length === 0) return [];
     const keys = await this.#keys(ids);
-    return this.#run(operation, SEEN, keys, [], 0, (reply) => integers(reply, ids.length).map((n) => n === 1));
+    return this.#run(operation, SEEN, keys, [], [], (reply) => readIntegers(reply, ids.length).map((n) => n === 1));
   }
 
   #keys(ids: readonly string[]): Promise<string[]> {
@@ -212,14 +226,14 @@ export class RedisStore implements ClaimingStore {
 
   /**
    * Runs one script under the timeout and turns every failure into a `StoreUnavailableError`.
-   * `tokenCount`: how many trailing `args` are fencing tokens (scrubbed from errors).
+   * `tokens`: the fencing tokens among `args` (scrubbed from errors).
    */
   async #run<T>(
     operation: string,
     script: RedisScript,
     keys: string[],
     args: string[],
-    tokenCount: number,
+    tokens: readonly string[],
     read: (reply: unknown) => T,
   ): Promise<T> {
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -230,7 +244,7 @@ export class RedisStore implements ClaimingStore {
     try {
       reply = await Promise.race([runScript(this.#client, script, keys, args), timeout]);
     } catch (error) {
-      const secrets = [...this.secrets, ...args.slice(args.length - tokenCount)];
+      const secrets = [...this.secrets, ...tokens];
       throw this.#unavailable(operation, error, secrets);
     } finally {
       clearTimeout(timer);
@@ -301,14 +315,9 @@ export function ioredisScriptClient(redis: IoredisLike): RedisScriptClient {
   };
 }
 
-/** `n` integers, or a throw. */
-function integers(reply: unknown, n: number): number[] {
-  if (!Array.isArray(reply) || reply.length !== n) throw new Error("wrong shape");
-  return reply.map((value: unknown) => {
-    const number = typeof value === "string" ? Number(value) : value;
-    if (typeof number !== "number" || !Number.isSafeInteger(number)) throw new Error("wrong shape");
-    return number;
-  });
+/** A batch's fingerprints as script arguments: none at all when no id has one ('' where one has none). */
+function fingerprintArgs(fingerprints: readonly (string | undefined)[]): string[] {
+  return fingerprints.some((fingerprint) => fingerprint !== undefined) ? fingerprints.map((fingerprint) => fingerprint ?? "") : [];
 }
 
 function describeShape(reply: unknown): string {

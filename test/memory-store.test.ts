@@ -39,6 +39,18 @@ describe("InMemoryStore specifics", () => {
     expect(store.size).toBe(0);
   });
 
+  it("rejects a fingerprint that is not a string of 1-64 characters, and a fingerprint list of the wrong length", async () => {
+    const store = new InMemoryStore();
+    await expect(store.claim("a", undefined, "f".repeat(65))).rejects.toThrow(InvalidOptionError);
+    await expect(store.claim("a", undefined, "")).rejects.toThrow(/fingerprint/);
+    await expect(store.remember("a", 42 as unknown as string)).rejects.toThrow(/fingerprint/);
+    await expect(store.claimMany(["a", "b"], undefined, ["x"])).rejects.toThrow(/fingerprints/);
+    await expect(store.rememberMany(["a"], ["x", "y"])).rejects.toThrow(/fingerprints/);
+    // Nothing was written by the rejected calls.
+    expect(await store.inspect("a")).toBeNull();
+    expect(await store.claim("a", undefined, "f".repeat(64))).toMatchObject({ status: "claimed" });
+  });
+
   it("defaults to a 60 s lease and a 4-day retention", () => {
     const store = new InMemoryStore();
     expect(store.leaseMs).toBe(60_000);

@@ -8,6 +8,7 @@
  * lease state, retention expiry, `forget` in every state, batch forms equal to per-id forms,
  * namespace isolation, odd ids, 50 concurrent claims of one id, and the BabelQueue manifest's
  * idempotency sequences in claim mode and in seen-set mode, through `wrap` and the batch engine.
+ * Payload fingerprints, `recallMany` and `inspect`: store-contract-records.ts, run from here.
  *
  * Runtime-neutral: it runs in Node and inside workerd (no `node:` imports, no fs).
  */
@@ -18,6 +19,7 @@ import { BatchEngine } from "../src/engine.js";
 import { sha256Base64url } from "../src/keys.js";
 import { wrap } from "../src/wrap.js";
 import { conformanceSkipReason, fixture, manifest } from "./conformance-data.js";
+import { testRecords } from "./store-contract-records.js";
 
 export interface StoreFactoryOptions {
   /** A namespace no other test uses. */
@@ -381,6 +383,21 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
         });
       });
     }
+
+    testRecords({
+      name,
+      claims: harness.claims,
+      fake,
+      long: LONG,
+      short: SHORT,
+      scale,
+      make,
+      makeClaiming,
+      advance,
+      pastShort,
+      itRetention,
+      itLease,
+    });
 
     describe("BabelQueue idempotency sequences", () => {
       const skip = conformanceSkipReason();

@@ -101,6 +101,29 @@ describe("cost per batch (REST, through the BatchEngine)", () => {
     expect((await store.claimMany(["fails-0", "fails-9"])).map((c) => c.status)).toEqual(["claimed", "claimed"]);
   });
 
+  it("spends 1 request on a claim batch with fingerprints, 1 on a commit batch with them, 1 on inspect", async () => {
+    const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
+    await store.claimMany(["warm"], undefined, ["fp"]);
+    await store.rememberMany(["warm"], ["fp"]);
+    await store.inspect("warm");
+    bridge.reset();
+    const ids = Array.from({ length: 10 }, (_, i) => `fp-${i}`);
+    const fingerprints = ids.map((id, i) => (i % 3 === 0 ? undefined : `sha-${id}`));
+    const claims = await store.claimMany(ids, undefined, fingerprints);
+    expect(claims.every((claim) => claim.status === "claimed")).toBe(true);
+    await store.rememberMany(ids);
+    const again = await store.claimMany(ids);
+    expect(again.map((claim) => (claim.status === "done" ? (claim.fingerprint ?? null) : claim.status))).toEqual(
+      fingerprints.map((fingerprint) => fingerprint ?? null),
+    );
+    expect(await store.inspect("fp-1")).toMatchObject({ status: "done", fingerprint: "sha-fp-1" });
+    expect({ requests: bridge.requests, commands: bridge.commands, log: bridge.log }).toEqual({
+      requests: 4,
+      commands: 4,
+      log: [["EVALSHA"], ["EVALSHA"], ["EVALSHA"], ["EVALSHA"]],
+    });
+  });
+
   it("falls back to EVAL once after SCRIPT FLUSH mid-run, then uses EVALSHA again", async () => {
     const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
     let effects = 0;

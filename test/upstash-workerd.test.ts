@@ -29,12 +29,13 @@ export default {
     const id = q.get("id") ?? "";
     try {
       switch (url.pathname) {
-        case "/claim": return Response.json(await store.claim(id, Number(q.get("lease") ?? 60000)));
+        case "/claim": return Response.json(await store.claim(id, Number(q.get("lease") ?? 60000), q.get("fp") ?? undefined));
         case "/claim-many": return Response.json(await store.claimMany(q.getAll("id")));
         case "/commit": await store.remember(id); return Response.json({ ok: true });
         case "/release": return Response.json({ released: await store.release(id, q.get("token") ?? "") });
         case "/release-many": await store.releaseMany(JSON.parse(q.get("claims") ?? "[]")); return Response.json({ ok: true });
         case "/seen": return Response.json({ seen: await store.seen(id) });
+        case "/inspect": return Response.json({ record: await store.inspect(id) });
         default: return new Response("not found", { status: 404 });
       }
     } catch (error) {
@@ -99,6 +100,17 @@ describe.each(["client", "url"])("UpstashRedisStore inside workerd (store made f
     expect((await call("/commit", { via, ns, id: "m-1" })).body).toEqual({ ok: true });
     expect((await call("/claim", { via, ns, id: "m-1" })).body).toEqual({ status: "done" });
     expect((await call("/seen", { via, ns, id: "m-1" })).body).toEqual({ seen: true });
+  });
+
+  it("stores a payload fingerprint with the claim and answers it, JSON look-alikes included", async () => {
+    for (const fp of ["sha256:ab:cd", "123", "true"]) {
+      const id = `fp-${fp}`;
+      expect((await call("/claim", { via, ns, id, fp })).body).toMatchObject({ status: "claimed" });
+      expect((await call("/claim", { via, ns, id })).body).toMatchObject({ status: "in-flight", fingerprint: fp });
+      expect((await call("/inspect", { via, ns, id })).body).toMatchObject({ record: { status: "in-flight", fingerprint: fp } });
+      await call("/commit", { via, ns, id });
+      expect((await call("/claim", { via, ns, id })).body).toEqual({ status: "done", fingerprint: fp });
+    }
   });
 
   it("runs the batch forms", async () => {

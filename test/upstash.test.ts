@@ -73,6 +73,55 @@ describe("UpstashRedisStore over REST", () => {
     expect(retentionLeft).toBeGreaterThan(86_000_000);
   });
 
+  it("lays values out as i:<token>[:<fingerprint>] and d[:<fingerprint>]", async () => {
+    const store = new UpstashRedisStore({ client: rest, namespace: `layout-${Date.now()}` });
+    const raw = async (id: string) => tcp.get(await store.key(id));
+    const claim = await store.claim("a", 30_000, "fp:with:colons");
+    if (claim.status !== "claimed") throw new Error("expected claimed");
+    expect(await raw("a")).toBe(`i:${claim.token}:fp:with:colons`);
+    await store.remember("a");
+    expect(await raw("a")).toBe("d:fp:with:colons");
+    const plain = await store.claim("b");
+    if (plain.status !== "claimed") throw new Error("expected claimed");
+    expect(await raw("b")).toBe(`i:${plain.token}`);
+    await store.remember("b");
+    expect(await raw("b")).toBe("d");
+    await store.remember("b", "fp-b");
+    expect(await raw("b")).toBe("d:fp-b");
+  });
+
+  it("reads records written before fingerprints existed (d, i:<token>) as records without one", async () => {
+    const store = new RedisStore({ client: ioredisScriptClient(tcp), namespace: `legacy-${Date.now()}` });
+    const token = crypto.randomUUID();
+    await tcp.set(await store.key("old-done"), "d", "PX", 60_000);
+    await tcp.set(await store.key("old-held"), `i:${token}`, "PX", 30_000);
+    expect(await store.claim("old-done", undefined, "fp-new")).toStrictEqual({ status: "done" });
+    const held = await store.claim("old-held", undefined, "fp-new");
+    expect(held.status).toBe("in-flight");
+    expect(Object.keys(held).sort()).toEqual(["retryAfterMs", "status"]);
+    expect(await store.seenMany(["old-done", "old-held"])).toEqual([true, false]);
+    expect(await store.inspect("old-done")).toMatchObject({ status: "done", retentionLeftMs: expect.any(Number) });
+    expect(await store.inspect("old-held")).toMatchObject({ status: "in-flight", leaseLeftMs: expect.any(Number) });
+    expect(await store.release("old-held", "not-the-token")).toBe(false);
+    expect(await store.release("old-held", token)).toBe(true);
+    await tcp.set(await store.key("old-held"), `i:${token}`, "PX", 30_000);
+    await store.remember("old-held");
+    expect(await tcp.get(await store.key("old-held"))).toBe("d");
+    expect(await store.claim("old-held")).toStrictEqual({ status: "done" });
+  });
+
+  it("answers inspect from one command with the server's own PTTL", async () => {
+    const store = new UpstashRedisStore({ client: rest, namespace: `inspect-${Date.now()}`, retentionMs: 86_400_000 });
+    await store.claim("held", 30_000, "fp-h");
+    await store.remember("done");
+    const held = await store.inspect("held");
+    expect(held).toMatchObject({ status: "in-flight", fingerprint: "fp-h" });
+    expect(held?.leaseLeftMs).toBeGreaterThan(25_000);
+    expect(held?.leaseLeftMs).toBeLessThanOrEqual(30_000);
+    expect((await store.inspect("done"))?.retentionLeftMs).toBeGreaterThan(86_000_000);
+    expect(await store.inspect("absent")).toBeNull();
+  });
+
   it("rejects bad options", () => {
     expect(() => new UpstashRedisStore({})).toThrow(/url/);
     expect(() => new UpstashRedisStore({ url: "http://127.0.0.1:1" })).toThrow(/token/);

@@ -33,11 +33,12 @@ function countingBinding(): { binding: IdempotencyNamespace; calls: Map<string, 
       const stub = real.get(id);
       const count = (method: string) => calls.set(`${method} ${name}`, (calls.get(`${method} ${name}`) ?? 0) + 1);
       const shard: IdempotencyShard = {
-        claim: (keys, leaseMs) => (count("claim"), stub.claim(keys, leaseMs)),
-        remember: (keys, retentionMs) => (count("remember"), stub.remember(keys, retentionMs)),
+        claim: (keys, leaseMs, fingerprints) => (count("claim"), stub.claim(keys, leaseMs, fingerprints)),
+        remember: (keys, retentionMs, fingerprints) => (count("remember"), stub.remember(keys, retentionMs, fingerprints)),
         release: (claims) => (count("release"), stub.release(claims)),
         seen: (keys) => (count("seen"), stub.seen(keys)),
         forget: (keys) => (count("forget"), stub.forget(keys)),
+        inspect: (keys) => (count("inspect"), stub.inspect(keys)),
       };
       return shard;
     },
@@ -80,6 +81,61 @@ describe("DurableObjectStore: Durable Object calls per batch", () => {
       expect(counter.total() - before).toBeLessThanOrEqual(2 * used);
     });
   }
+});
+
+describe("DurableObjectStore: fingerprints", () => {
+  it("claims with fingerprints in one call per shard, and inspects in one call", async () => {
+    const counter = countingBinding();
+    const store = new DurableObjectStore(counter.binding, { namespace: `fp-calls-${Date.now()}`, shards: 4, objectName: "fp-calls" });
+    const ids = Array.from({ length: 20 }, (_, i) => `fp-${i}`);
+    const fingerprints = ids.map((id, i) => (i % 4 === 0 ? undefined : `sha-${id}`));
+    const claims = await store.claimMany(ids, undefined, fingerprints);
+    expect(claims.every((claim) => claim.status === "claimed")).toBe(true);
+    const used = new Set(await Promise.all(ids.map(async (id) => store.shardOf(await storeKey(store.namespace, id, 512))))).size;
+    expect(counter.total()).toBe(used);
+    const again = await store.claimMany(ids);
+    expect(again.map((claim) => (claim.status === "in-flight" ? (claim.fingerprint ?? null) : claim.status))).toEqual(
+      fingerprints.map((fingerprint) => fingerprint ?? null),
+    );
+    const before = counter.total();
+    expect(await store.inspect("fp-1")).toMatchObject({ status: "in-flight", fingerprint: "sha-fp-1" });
+    expect(counter.total() - before).toBe(1);
+  });
+
+  it("reads a table written before fingerprints existed: adds the column, old rows carry none", async () => {
+    const objectName = `legacy-${Date.now()}`;
+    const namespace = "legacy";
+    const stub = env.IDEMPOTENCY.get(env.IDEMPOTENCY.idFromName(`${objectName}/shard-0`));
+    const token = crypto.randomUUID();
+    const now = Date.now();
+    // The table and rows exactly as the previous version wrote them (no fingerprint column).
+    await runInDurableObject(stub, async (_instance, state) => {
+      state.storage.sql.exec(`CREATE TABLE entries (
+        key TEXT PRIMARY KEY,
+        status TEXT NOT NULL CHECK (status IN ('in-flight', 'done')),
+        token TEXT,
+        lease_until INTEGER,
+        retain_until INTEGER
+      )`);
+      state.storage.sql.exec("INSERT INTO entries VALUES (?, 'done', NULL, NULL, ?)", await storeKey(namespace, "old-done", 512), now + 60_000);
+      state.storage.sql.exec("INSERT INTO entries VALUES (?, 'in-flight', ?, ?, NULL)", await storeKey(namespace, "old-held", 512), token, now + 60_000);
+    });
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace, objectName });
+    expect(await store.claim("old-done", undefined, "fp-new")).toStrictEqual({ status: "done" });
+    const held = await store.claim("old-held", undefined, "fp-new");
+    expect(held.status).toBe("in-flight");
+    expect(Object.keys(held).sort()).toEqual(["retryAfterMs", "status"]);
+    expect(await store.inspect("old-done")).toMatchObject({ status: "done", retentionLeftMs: expect.any(Number) });
+    expect(await store.release("old-held", token)).toBe(true);
+    // New rows in the migrated table carry their fingerprint; the commit keeps it.
+    expect((await store.claim("old-held", undefined, "fp-new")).status).toBe("claimed");
+    await store.remember("old-held");
+    expect(await store.claim("old-held")).toStrictEqual({ status: "done", fingerprint: "fp-new" });
+    const columns = await runInDurableObject(stub, (_instance, state) =>
+      state.storage.sql.exec<{ name: string }>("SELECT name FROM pragma_table_info('entries')").toArray().map((row) => row.name),
+    );
+    expect(columns).toContain("fingerprint");
+  });
 });
 
 describe("IdempotencyObject: the alarm sweep", () => {
@@ -167,7 +223,7 @@ describe("DurableObjectStore: options and failures", () => {
       idFromName: (name) => name,
       get: () => {
         const fail = () => Promise.reject(new Error("Network connection lost. secret-id-123"));
-        return { claim: fail, remember: fail, release: fail, seen: fail, forget: fail };
+        return { claim: fail, remember: fail, release: fail, seen: fail, forget: fail, inspect: fail };
       },
     };
     const store = new DurableObjectStore(broken);

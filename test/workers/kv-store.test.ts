@@ -6,6 +6,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { isClaimingStore } from "../../src/contract.js";
 import { BatchEngine } from "../../src/engine.js";
+import { storeKey } from "../../src/keys.js";
 import { KVStore, type SeenSetKV } from "../../stores/kv.js";
 import { testStore } from "../store-contract.js";
 
@@ -60,6 +61,48 @@ describe("KVStore specifics", () => {
     expect(await store.seenMany(ids)).toEqual(ids.map((_, i) => i % 3 === 0));
   });
 
+  it("stores the fingerprint in the value (deadline:fingerprint) and reads values written before it as none", async () => {
+    const namespace = `kv-fp-${Date.now()}`;
+    const store = new KVStore(env.SEEN, { namespace });
+    const key = (id: string) => storeKey(namespace, id, 512);
+    await store.rememberMany(["with", "without"], ["sha:ab:cd", undefined]);
+    expect(await env.SEEN.get(await key("with"), "text")).toMatch(/^\d+:sha:ab:cd$/);
+    expect(await env.SEEN.get(await key("without"), "text")).toMatch(/^\d+$/);
+    // A value exactly as the previous version wrote it: the retention deadline alone.
+    await env.SEEN.put(await key("legacy"), String(Date.now() + 60_000), { expirationTtl: 60 });
+    expect(await store.recallMany(["with", "without", "legacy", "absent"])).toStrictEqual([
+      { seen: true, fingerprint: "sha:ab:cd" },
+      { seen: true },
+      { seen: true },
+      { seen: false },
+    ]);
+    expect(await store.seen("legacy")).toBe(true);
+    expect(await store.inspect("legacy")).toMatchObject({ status: "done", retentionLeftMs: expect.any(Number) });
+    expect(await store.inspect("with")).toMatchObject({ status: "done", fingerprint: "sha:ab:cd" });
+  });
+
+  it("answers recallMany from one bulk read per 100 ids, as seenMany does, and inspect from one read", async () => {
+    const reads: (string | string[])[] = [];
+    const counting: SeenSetKV = {
+      get: ((key: string | string[], type: "text") => {
+        reads.push(key);
+        return env.SEEN.get(key as string[], type);
+      }) as SeenSetKV["get"],
+      put: (key, value, options) => env.SEEN.put(key, value, options),
+      delete: (key) => env.SEEN.delete(key),
+    };
+    const store = new KVStore(counting, { namespace: `kv-reads-${Date.now()}` });
+    const ids = Array.from({ length: 150 }, (_, i) => `id-${i}`);
+    await store.rememberMany(ids.slice(0, 50), ids.slice(0, 50).map((id) => `fp-${id}`));
+    const recalled = await store.recallMany(ids);
+    expect(reads).toHaveLength(2);
+    expect(recalled.filter((r) => r.seen)).toHaveLength(50);
+    expect(recalled[7]).toStrictEqual({ seen: true, fingerprint: "fp-id-7" });
+    reads.length = 0;
+    await store.inspect("id-7");
+    expect(reads).toHaveLength(1);
+  });
+
   it("wraps KV failures in StoreUnavailableError", async () => {
     // A fault Miniflare's KV does not produce on demand: a binding that rejects (mock, on purpose).
     const fail = () => Promise.reject(new Error("KV GET failed: 500"));
@@ -69,5 +112,7 @@ describe("KVStore specifics", () => {
     await expect(store.seenMany(["a"])).rejects.toMatchObject({ operation: "seen" });
     await expect(store.remember("a")).rejects.toMatchObject({ operation: "remember" });
     await expect(store.forget("a")).rejects.toMatchObject({ operation: "forget" });
+    await expect(store.recallMany(["a"])).rejects.toMatchObject({ operation: "recall" });
+    await expect(store.inspect("a")).rejects.toMatchObject({ operation: "inspect" });
   });
 });
