@@ -45,11 +45,11 @@ function override(store: InMemoryStore, methods: Partial<ClaimingStore>): Claimi
   return {
     seen: (id) => store.seen(id),
     seenMany: (ids) => store.seenMany(ids),
-    remember: (id) => store.remember(id),
-    rememberMany: (ids) => store.rememberMany(ids),
+    remember: (id, fingerprint) => store.remember(id, fingerprint),
+    rememberMany: (ids, fingerprints) => store.rememberMany(ids, fingerprints),
     forget: (id) => store.forget(id),
-    claim: (id, lease) => store.claim(id, lease),
-    claimMany: (ids, lease) => store.claimMany(ids, lease),
+    claim: (id, lease, fingerprint) => store.claim(id, lease, fingerprint),
+    claimMany: (ids, lease, fingerprints) => store.claimMany(ids, lease, fingerprints),
     release: (id, token) => store.release(id, token),
     releaseMany: (claims) => store.releaseMany(claims),
     ...methods,
@@ -60,9 +60,9 @@ function override(store: InMemoryStore, methods: Partial<ClaimingStore>): Claimi
 function perIdOnly(store: ClaimingStore): ClaimingStore {
   return {
     seen: (id) => store.seen(id),
-    remember: (id) => store.remember(id),
+    remember: (id, fingerprint) => store.remember(id, fingerprint),
     forget: (id) => store.forget(id),
-    claim: (id, lease) => store.claim(id, lease),
+    claim: (id, lease, fingerprint) => store.claim(id, lease, fingerprint),
     release: (id, token) => store.release(id, token),
   };
 }
