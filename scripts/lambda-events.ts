@@ -21,6 +21,8 @@ export interface RecordShape {
   /** The source queue's ARN. A `.fifo` ARN adds the FIFO attributes. */
   arn?: string;
   messageId?: string;
+  /** Message attributes, as SQS delivers them to Lambda. */
+  messageAttributes?: SQSRecord["messageAttributes"];
 }
 
 export function sqsRecord(body: string, shape: RecordShape = {}): SQSRecord {
@@ -42,7 +44,7 @@ export function sqsRecord(body: string, shape: RecordShape = {}): SQSRecord {
     receiptHandle: `AQEBwJnKyrHigUMZj6rYigCgxlaS3SLy0a${counter}`,
     body,
     attributes: attributes as unknown as SQSRecord["attributes"],
-    messageAttributes: {},
+    messageAttributes: shape.messageAttributes ?? {},
     md5OfBody: "e4e68fb7bd0e697a0ae8f1bb342846b3",
     eventSource: "aws:sqs",
     eventSourceARN: arn,

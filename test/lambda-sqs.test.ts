@@ -11,7 +11,7 @@ import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda"
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import type { Envelope } from "../src/envelope.js";
 import type { HandlerContext } from "../src/engine.js";
-import { fifoGroupOf, redeliveriesOf, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
+import { fifoGroupOf, headersOf, redeliveriesOf, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
 import { DynamoDBStore, type DynamoDBStoreOptions, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import { freePort, localClientConfig, onEveryRequest } from "../scripts/dynamodb-local.mjs";
 import { FIFO_QUEUE_ARN, STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../scripts/lambda-events.js";
@@ -303,6 +303,61 @@ describe("sqsHandler on DynamoDB Local", () => {
     expect(contexts[0]?.dedupe).toBe("claim");
     expect(contexts[1]?.key).toBeUndefined();
     expect(contexts[1]?.dedupe).toBe("none");
+  });
+
+  it("answers before the Lambda deadline when one record hangs: the nine effects committed, only the hung record returned", async () => {
+    const s = store();
+    let release!: () => void;
+    const hung = new Promise<void>((resolve) => (release = resolve));
+    const effects: string[] = [];
+    const handler = sqsHandler({
+      store: s,
+      deadlineMarginMs: 400,
+      handle: async (_m, ctx) => {
+        if (ctx.key === "hang-9") await hung;
+        effects.push(ctx.key as string);
+      },
+    });
+    const records = Array.from({ length: 10 }, (_, i) => sqsRecord(envelope(`hang-${i}`)));
+    const started = Date.now();
+    const response = await handler(event(records), lambdaContext(1_500));
+    const elapsed = Date.now() - started;
+    // Answered inside the invocation (1.5 s), at about the deadline minus the margin.
+    expect(elapsed).toBeLessThan(1_500);
+    expect(elapsed).toBeGreaterThanOrEqual(1_000);
+    expect(failedIds(response)).toEqual([records[9]?.messageId]);
+    expect(effects.sort()).toEqual(Array.from({ length: 9 }, (_, i) => `hang-${i}`));
+    expect(await Promise.all(records.slice(0, 9).map((_, i) => s.seen(`hang-${i}`)))).toEqual(Array(9).fill(true));
+    // The hung handler keeps its claim: a redelivery now is parked, not run a second time.
+    const redelivery = await handler(event([sqsRecord(envelope("hang-9"), { receiveCount: "2" })]), lambdaContext(1_500));
+    expect(redelivery.batchItemFailures).toHaveLength(1);
+    expect(effects.filter((k) => k === "hang-9")).toHaveLength(0);
+    // When it finishes (Lambda thaws the environment), its commit is still made.
+    release();
+    const deadline = Date.now() + 3_000;
+    while (!(await s.seen("hang-9")) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(await s.seen("hang-9")).toBe(true);
+    expect(effects.filter((k) => k === "hang-9")).toHaveLength(1);
+  });
+
+  it("hands the record's String and Number message attributes to the handler as flat headers", async () => {
+    const seen: Record<string, string>[] = [];
+    const handler = sqsHandler({ store: store(), handle: (_m, ctx) => void seen.push({ ...ctx.headers }) });
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const record = sqsRecord(envelope("headers"), {
+      messageAttributes: {
+        traceparent: { dataType: "String", stringValue: traceparent, stringListValues: [], binaryListValues: [] },
+        "bq-replay-bypass": { dataType: "String", stringValue: "1", stringListValues: [], binaryListValues: [] },
+        "bq-attempts": { dataType: "Number", stringValue: "2", stringListValues: [], binaryListValues: [] },
+        "bq-lang": { dataType: "String.lang", stringValue: "php", stringListValues: [], binaryListValues: [] },
+        blob: { dataType: "Binary", binaryValue: "AAEC", stringListValues: [], binaryListValues: [] },
+      } as SQSRecord["messageAttributes"],
+    });
+    const plain = sqsRecord(envelope("no-attributes"));
+    await handler(event([record, plain]), lambdaContext());
+    expect(seen[0]).toEqual({ traceparent, "bq-replay-bypass": "1", "bq-attempts": "2", "bq-lang": "php" });
+    expect(headersOf(plain)).toEqual({});
+    expect(seen[1]).toEqual({});
   });
 
   it("answers an empty or malformed event with no failures", async () => {
