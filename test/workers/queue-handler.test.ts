@@ -245,6 +245,65 @@ describe("queueHandler: acknowledgements, retries and delays (createMessageBatch
     expect(effects).toBe(1);
   });
 
+  it("acks each message the moment its commit landed, while a neighbour of the batch still hangs", async () => {
+    const namespace = `early-${newRun()}`;
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace });
+    let release!: () => void;
+    const hung = new Promise<void>((resolve) => (release = resolve));
+    const handler = queueHandler<Cloudflare.Env>({
+      store: (e) => new DurableObjectStore(e.IDEMPOTENCY, { namespace }),
+      handle: async (_message, ctx) => {
+        if (ctx.key === "slow") await hung;
+        if (ctx.key === "bad") throw new Error("scripted");
+      },
+    });
+    const settled: { id: string; how: "ack" | "retry"; committed: boolean; slowDone: boolean }[] = [];
+    let slowDone = false;
+    const checks: Promise<void>[] = [];
+    const messages = ["a", "b", "c", "bad", "slow"].map((key) => {
+      const id = `msg-${key}`;
+      const note = (how: "ack" | "retry") => {
+        const entry = { id, how, committed: false, slowDone };
+        settled.push(entry);
+        // Acked means committed: the store already holds the id at the moment of the ack.
+        checks.push(store.seen(key).then((seen) => void (entry.committed = seen)));
+      };
+      return { id, timestamp: new Date(), attempts: 1, body: envelope(key), ack: () => note("ack"), retry: () => note("retry") };
+    });
+    const done = handler({ queue: "bq-test-jobs", messages }, env, createExecutionContext());
+    await eventually(async () => settled.length, (n) => n === 4, 5_000);
+    expect(settled.map((s) => [s.id, s.how, s.slowDone]).sort()).toEqual([
+      ["msg-a", "ack", false],
+      ["msg-b", "ack", false],
+      ["msg-bad", "retry", false],
+      ["msg-c", "ack", false],
+    ]);
+    await Promise.all(checks);
+    expect(settled.filter((s) => s.how === "ack").every((s) => s.committed)).toBe(true);
+    slowDone = true;
+    release();
+    await done;
+    expect(settled.map((s) => s.id)).toContain("msg-slow");
+    expect(settled.filter((s) => s.id === "msg-slow")).toEqual([expect.objectContaining({ how: "ack", slowDone: true })]);
+    // Each message settled exactly once.
+    expect(settled).toHaveLength(5);
+  });
+
+  it("retries with Cloudflare's 12-hour delay limit at most, which the queue accepts", async () => {
+    expect(MAX_RETRY_DELAY_SECONDS).toBe(43_200);
+    const namespace = `long-${newRun()}`;
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace });
+    expect((await store.claim("long", 20 * 3600 * 1000)).status).toBe("claimed");
+    const handler = queueHandler<Cloudflare.Env>({
+      store: (e) => new DurableObjectStore(e.IDEMPOTENCY, { namespace }),
+      handle: () => undefined,
+    });
+    const result = await deliver(handler, [message("l1", envelope("long"))]);
+    expect(result.outcome).toBe("ok");
+    expect(result.retryMessages).toEqual([{ msgId: "l1", delaySeconds: 43_200 }]);
+    expect(() => queueHandler({ store: () => new InMemoryStore(), handle: () => undefined, retryDelaySeconds: 43_201 })).toThrow(/43200/);
+  });
+
   it("validates its options when built", () => {
     const store = () => new InMemoryStore();
     expect(() => queueHandler({ store, handle: () => undefined, retryDelaySeconds: -1 })).toThrow(/retryDelaySeconds/);
