@@ -13,7 +13,7 @@ import { type Backend, dynamodbBackend, memoryBackend, upstashBackend } from "./
 import { withFaults } from "./reliability/faults.js";
 import { raceDeliveries } from "./reliability/race.js";
 import { RELIABILITY_MIXES, reliabilitySize } from "./reliability/mixes.js";
-import { type SimulationReport, formatSimulationTable, simulate } from "./reliability/simulate.js";
+import { type SimulationReport, formatSimulationTable, formatWindowTable, simulate, windowProblems } from "./reliability/simulate.js";
 
 const FULL = process.env.RELIABILITY_FULL === "1";
 const PER_MIX = reliabilitySize(FULL);
@@ -43,13 +43,30 @@ function suite(backend: () => Backend): void {
         expect(report.lost, "lost ids").toBe(0);
         expect(report.duplicates.unexplained, "repeats outside the crash window").toBe(0);
         expect(report.ackedDuringOutage, "acks while the store was down").toBe(0);
-        if (mix.crash?.afterEffectBeforeCommit === undefined && mix.faults === undefined) {
+        if (mix.crash?.afterEffectBeforeCommit === undefined && mix.faults === undefined && mix.kill === undefined) {
           expect(report.effects).toBe(report.messages);
         }
         if (mix.outage) expect(report.storeFaults.outage ?? 0).toBeGreaterThan(0);
         if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
+        if (mix.kill) expect(report.window.kills, "kills happened").toBeGreaterThan(0);
+        if (mix.hang) expect(report.window.hangs, "hangs happened").toBeGreaterThan(0);
+        expect(windowProblems(report)).toEqual([]);
       });
     });
+    const hang = MIXES.find((mix) => mix.hang !== undefined);
+    if (hang !== undefined) {
+      it("one handler hangs past the deadline, WITHOUT the deadline guard (for comparison): Lambda kills the batch", { timeout: 600_000 }, async () => {
+        const store = await b.make(`noguard-${Date.now().toString(36)}`);
+        const { faults: _none, ...hangMix } = hang;
+        const report = await simulate({ ...hangMix, faultMix: `${hang.faultMix} (no deadline guard)`, deadlineGuard: false, store: b.name, backend: store, random: seededRandom(4000), messages: PER_MIX, leaseMs: 1_500, visibilityMs: 1_800 });
+        reports.push(report);
+        expect(report.lost, "lost ids").toBe(0);
+        expect(report.duplicates.unexplained).toBe(0);
+        // Group commit alone already keeps the finished effects; the whole batch returns to the queue.
+        expect(report.window.hangRepeats).toBe(0);
+        expect(report.window.returnedByHang).toBeGreaterThan(report.window.hangs * 3);
+      });
+    }
     if (b.partitioned) {
       const partitioned = b.partitioned.bind(b);
       it("network partition mid-run (connections reset for 1 s): nothing acked while cut, nothing lost after", { timeout: 600_000 }, async () => {
@@ -95,7 +112,8 @@ describe("reliability: simulated at-least-once broker", () => {
 
 afterAll(() => {
   const table = formatSimulationTable(reports);
-  console.log(`\nReliability (${FULL ? "full" : "CI size"}: ${PER_MIX} messages per mix and store)\n${table}\n`);
+  const window = formatWindowTable(reports);
+  console.log(`\nReliability (${FULL ? "full" : "CI size"}: ${PER_MIX} messages per mix and store)\n${table}\n\nThe window faults\n${window}\n`);
   mkdirSync(".tmp", { recursive: true });
-  writeFileSync(`.tmp/reliability-${FULL ? "full" : "ci"}.md`, `${table}\n`);
+  writeFileSync(`.tmp/reliability-${FULL ? "full" : "ci"}.md`, `${table}\n\n${window}\n`);
 });

@@ -23,6 +23,8 @@ export const RELIABILITY_MIXES: readonly Mix[] = [
     crash: { beforeEffect: 0.02, afterEffectBeforeCommit: 0.02, afterCommitBeforeAck: 0.02 },
     faults: { error: 0.02, lostResponse: 0.02, timeout: 0.01, spike: 0.02, timeoutMs: 80, spikeMs: 40 },
   },
+  { faultMix: "killed at a random moment mid-batch", kill: 0.3, killWithinMs: 60, handlerMs: [0, 50] },
+  { faultMix: "one handler hangs past the deadline", hang: 0.15, invocationMs: 400, deadlineMarginMs: 150, handlerMs: [0, 20] },
 ];
 
 export function reliabilitySize(full: boolean): number {

@@ -8,6 +8,14 @@
  * or go down entirely for a while. Unacknowledged deliveries reappear when their visibility
  * timeout ends, as SQS does.
  *
+ * Two faults of the window (issue 9): the invocation KILLED at a random moment mid-batch (no
+ * answer comes back, nothing of the batch is acked, every delivery reappears after the visibility
+ * timeout; store calls not yet sent never happen), and one handler that HANGS past the
+ * invocation's deadline (the engine gets the deadline, as `sqsHandler` passes it; the hung handler
+ * never finishes — Lambda freezes or kills it). For kills, the report counts the effects repeated
+ * per kill next to the handlers that were running, and the effects whose commit was in flight,
+ * at the kill moment; for hangs, the effects repeated and the records returned to the queue.
+ *
  * Verdict per run: no id is lost (every id's effect ran), and an id's effect runs more than
  * once ONLY in the window no store can close — a crash after the effect and before the commit,
  * or a commit that failed after the effect — and those are counted, never hidden.
@@ -45,6 +53,37 @@ export interface SimulationOptions {
   outage?: { atFraction: number; durationMs: number; begin?: () => void | Promise<void>; end?: () => void | Promise<void> };
   /** Give up (and report lost ids) after this long. */
   deadlineMs?: number;
+  /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start. */
+  kill?: number;
+  killWithinMs?: number;
+  /** Per batch: probability that one of its handlers hangs past the invocation's deadline. */
+  hang?: number;
+  /** The invocation's time limit (ms): the deadline the engine gets. Default: none. */
+  invocationMs?: number;
+  /** Whether the engine is told the deadline (default true); false shows what happens without the guard. */
+  deadlineGuard?: boolean;
+  /** Margin before the deadline at which the engine answers. Default: the engine's. */
+  deadlineMarginMs?: number;
+  /** Each handler run takes a random time in [min, max] ms before its effect. Default [0, 0]. */
+  handlerMs?: readonly [number, number];
+}
+
+/** The window faults' counts. */
+export interface WindowReport {
+  kills: number;
+  /** Effects repeated because an invocation was killed after them and before their commit landed. */
+  killRepeats: number;
+  /** Handlers running (started, not finished) at the kill moments, summed. */
+  runningAtKill: number;
+  /** Effects done whose commit had not landed at the kill moments, summed (the bound on killRepeats). */
+  committingAtKill: number;
+  /** Deliveries in the killed batches, summed (what the old end-of-batch commit exposed). */
+  batchAtKill: number;
+  hangs: number;
+  /** Records of batches with a hung handler that were returned to the queue (not acked). */
+  returnedByHang: number;
+  /** Effects repeated in ids of batches with a hung handler. */
+  hangRepeats: number;
 }
 
 export interface SimulationReport {
@@ -62,6 +101,7 @@ export interface SimulationReport {
    * was down (must be 0: either needs the store's answer). A `commit-failed` ack is allowed.
    */
   ackedDuringOutage: number;
+  window: WindowReport;
   storeFaults: Record<string, number>;
   /** Deliveries the engine reported as not run because the store could not answer. */
   storeUnavailable: number;
@@ -117,6 +157,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const crashWindow = new Set<string>();
   /** Ids acknowledged as commit-failed: the effect ran, the commit did not land. */
   const commitFailed = new Set<string>();
+  const window: WindowReport = { kills: 0, killRepeats: 0, runningAtKill: 0, committingAtKill: 0, batchAtKill: 0, hangs: 0, returnedByHang: 0, hangRepeats: 0 };
+  /** Ids exposed by a kill (effect done, commit not landed at the kill) and ids of hung batches. */
+  const killWindow = new Set<string>();
+  const hungBatchIds = new Set<string>();
   let deliveries = 0;
   let crashes = 0;
   let ackedDuringOutage = 0;
@@ -176,30 +220,79 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const death = new Promise<"died">((resolve) => {
         died = () => resolve("died");
       });
-      const engine = new BatchEngine(options.backend, async (_message, context) => {
+      // The kill fault: at a random moment the process is gone — no more effects, no more store calls.
+      let killed = false;
+      const killAt = random() < (options.kill ?? 0) ? random() * (options.killWithinMs ?? 50) : undefined;
+      const hangIndex = random() < (options.hang ?? 0) ? Math.floor(random() * batch.length) : undefined;
+      const running = new Set<string>();
+      let hungStarted = false;
+      const committing = new Set<string>();
+      const [minMs, maxMs] = options.handlerMs ?? [0, 0];
+      const backend = killAt === undefined ? options.backend : killable(options.backend, () => killed);
+      const engine = new BatchEngine(backend, async (_message, context) => {
         const id = context.key as string;
         if (point === "before-effect") {
           died();
           return never;
         }
+        running.add(id);
+        if (hangIndex !== undefined && batch[hangIndex]?.id === id) {
+          hungStarted = true;
+          return never;
+        }
+        const ms = minMs + random() * (maxMs - minMs);
+        if (ms > 0) await sleep(ms);
+        if (killed) return never;
+        running.delete(id);
         if (random() < handlerFailure) throw new Error("handler failed (scripted)");
         effects.set(id, (effects.get(id) ?? 0) + 1);
+        committing.add(id);
         if (point === "after-effect") {
           crashWindow.add(id);
           died();
           return never;
         }
         return undefined;
+      }, { ...(options.deadlineMarginMs === undefined ? {} : { deadlineMarginMs: options.deadlineMarginMs }) });
+      const run = engine.process(batch.map((d) => ({ body: d.body, redeliveries: d.receiveCount - 1, context: {} })), {
+        leaseMs,
+        ...(options.invocationMs === undefined || options.deadlineGuard === false ? {} : { deadline: Date.now() + options.invocationMs }),
+        onResult: (i, result) => {
+          if (result.status === "ran" || result.status === "commit-failed") committing.delete((batch[i] as QueuedDelivery).id);
+        },
       });
-      const outcome = await Promise.race([engine.process(batch.map((d) => ({ body: d.body, redeliveries: d.receiveCount - 1, context: {} })), { leaseMs }), death]);
+      let killTimer: ReturnType<typeof setTimeout> | undefined;
+      if (killAt !== undefined) {
+        killTimer = setTimeout(() => {
+          killed = true;
+          window.kills += 1;
+          window.runningAtKill += running.size;
+          window.committingAtKill += committing.size;
+          window.batchAtKill += batch.length;
+          for (const id of committing) killWindow.add(id);
+          died();
+        }, killAt);
+      }
+      // The invocation's hard limit: with a hung handler and no answer by then, Lambda kills it.
+      const limit = options.invocationMs === undefined ? never : sleep(options.invocationMs).then(() => "died" as const);
+      const outcome = await Promise.race([run, death, limit]);
+      clearTimeout(killTimer);
+      // A hang counts only where the hung handler really started (a copy already done never runs).
+      const hung = hangIndex !== undefined && hungStarted;
+      if (hung) {
+        window.hangs += 1;
+        for (const d of batch) hungBatchIds.add(d.id);
+      }
       if (outcome === "died" || point === "after-commit") {
         // The process is gone: nothing in this batch is acknowledged. (A dead engine's pending
         // promise is simply abandoned, as a killed process abandons its work.)
         crashes += 1;
+        if (hung) window.returnedByHang += batch.length;
         batch.forEach(giveBack);
         continue;
       }
       const results: MessageResult[] = outcome;
+      if (hung) window.returnedByHang += results.filter((r) => !r.ack).length;
       results.forEach((result, i) => {
         const delivery = batch[i] as QueuedDelivery;
         if (result.status === "commit-failed") commitFailed.add(delivery.id);
@@ -224,8 +317,12 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     total += count;
     if (count === 0) lost += 1;
     if (count <= 1) continue;
+    if (hungBatchIds.has(id)) window.hangRepeats += count - 1;
     if (crashWindow.has(id)) duplicates.crashWindow += count - 1;
-    else if (commitFailed.has(id)) duplicates.commitFailed += count - 1;
+    else if (killWindow.has(id)) {
+      duplicates.crashWindow += count - 1;
+      window.killRepeats += count - 1;
+    } else if (commitFailed.has(id)) duplicates.commitFailed += count - 1;
     else duplicates.unexplained += count - 1;
   }
   return {
@@ -238,10 +335,55 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     duplicates,
     crashes,
     ackedDuringOutage,
+    window,
     storeFaults: { ...(options.faults?.injected ?? {}) },
     storeUnavailable,
     elapsedMs: Date.now() - started,
   };
+}
+
+/**
+ * The window faults' verdicts: a kill repeats at most the effects whose commit was in flight at
+ * the kill moment (never the batch), and a hung handler past the deadline repeats nothing and
+ * returns (about) only itself to the queue when the engine knows the deadline.
+ */
+export function windowProblems(report: SimulationReport, guarded = true): string[] {
+  const w = report.window;
+  const problems: string[] = [];
+  if (w.killRepeats > w.committingAtKill) problems.push(`kills repeated ${w.killRepeats} effects, more than the ${w.committingAtKill} committing at the kill moments`);
+  if (w.kills > 0 && w.killRepeats >= w.batchAtKill / 2) problems.push(`kills repeated ${w.killRepeats} effects: about the batch (${w.batchAtKill})`);
+  if (w.hangRepeats > 0) problems.push(`hangs repeated ${w.hangRepeats} effects`);
+  if (guarded && w.hangs > 0 && w.returnedByHang > w.hangs * 2) problems.push(`hangs returned ${w.returnedByHang} records for ${w.hangs} hangs`);
+  return problems;
+}
+
+/** The store as a killed process sees it: once `dead()` is true, no call reaches the backend and none answers. */
+function killable<S extends Store>(store: S, dead: () => boolean): S {
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver) as unknown;
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => (dead() ? never : (value as (...a: unknown[]) => unknown).apply(target, args));
+    },
+  });
+}
+
+/** The window faults, one row per run that had any. */
+export function formatWindowTable(reports: readonly SimulationReport[]): string {
+  const header =
+    "| store | fault | batches hit | effects repeated | per hit | handlers running at the kill (mean) | effects committing at the kill (mean) | batch size at the kill (mean) | records returned per hang |";
+  const rule = "|:--|:--|--:|--:|--:|--:|--:|--:|--:|";
+  const rows = reports
+    .filter((r) => r.window.kills > 0 || r.window.hangs > 0)
+    .map((r) => {
+      const w = r.window;
+      const mean = (n: number, d: number) => (d === 0 ? "-" : (n / d).toFixed(2));
+      if (w.kills > 0) {
+        return `| ${r.store} | ${r.faultMix} | ${w.kills} kills | ${w.killRepeats} | ${mean(w.killRepeats, w.kills)} | ${mean(w.runningAtKill, w.kills)} | ${mean(w.committingAtKill, w.kills)} | ${mean(w.batchAtKill, w.kills)} | - |`;
+      }
+      return `| ${r.store} | ${r.faultMix} | ${w.hangs} hangs | ${w.hangRepeats} | ${mean(w.hangRepeats, w.hangs)} | - | - | - | ${mean(w.returnedByHang, w.hangs)} |`;
+    });
+  return [header, rule, ...rows].join("\n");
 }
 
 export function formatSimulationTable(reports: readonly SimulationReport[]): string {

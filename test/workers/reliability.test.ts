@@ -11,7 +11,7 @@ import { seededRandom } from "../../scripts/storm.js";
 import { withFaults } from "../reliability/faults.js";
 import { raceDeliveries } from "../reliability/race.js";
 import { RELIABILITY_MIXES, reliabilitySize } from "../reliability/mixes.js";
-import { type SimulationReport, formatSimulationTable, simulate } from "../reliability/simulate.js";
+import { type SimulationReport, formatSimulationTable, formatWindowTable, simulate, windowProblems } from "../reliability/simulate.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -37,6 +37,9 @@ describe(`reliability: ${NAME}`, () => {
       expect(report.ackedDuringOutage, "acks while the store was down").toBe(0);
       if (mix.outage) expect(report.storeFaults.outage ?? 0).toBeGreaterThan(0);
       if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
+      if (mix.kill) expect(report.window.kills, "kills happened").toBeGreaterThan(0);
+      if (mix.hang) expect(report.window.hangs, "hangs happened").toBeGreaterThan(0);
+      expect(windowProblems(report)).toEqual([]);
     });
   });
 
@@ -49,5 +52,5 @@ describe(`reliability: ${NAME}`, () => {
 });
 
 afterAll(() => {
-  console.log(`\nReliability (${full ? "full" : "CI size"}: ${perMix} messages per mix)\n${formatSimulationTable(reports)}\n`);
+  console.log(`\nReliability (${full ? "full" : "CI size"}: ${perMix} messages per mix)\n${formatSimulationTable(reports)}\n\nThe window faults\n${formatWindowTable(reports)}\n`);
 });
