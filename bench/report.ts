@@ -9,6 +9,7 @@
  *
  * What this is *not*: a place that measures anything.
  */
+import { type WindowFigures, renderWindow } from "./window.js";
 import type { BundleFigure } from "./bundle.js";
 import type { ImportFigure } from "./import-time.js";
 import type { OverheadFigures } from "./overhead.js";
@@ -32,6 +33,8 @@ export interface BenchResults {
   readonly facts: RunFacts;
   readonly dynamodb: BackendFigures;
   readonly redis: BackendFigures;
+  /** The window section (absent in reports from before it existed). */
+  readonly window?: WindowFigures;
   readonly overhead: OverheadFigures;
   readonly bundles: readonly BundleFigure[];
   readonly imports: readonly ImportFigure[];
@@ -278,6 +281,7 @@ export function renderMarkdown(results: BenchResults): string {
   out.push("");
   out.push("The Worker bundle is not timed: it imports `cloudflare:workers`, which only workerd provides.");
   out.push("");
+  out.push(renderWindow(results.window, facts.delayMs));
   out.push("## Re-running");
   out.push("");
   out.push("`npm run bench` (needs Java for DynamoDB Local and `redis-server` on PATH, like the tests; it starts and stops its own backends on loopback). `BENCH_ROUNDS`, `BENCH_DELAY_MS`, `BENCH_IMPORT_SAMPLES` and `BENCH_OVERHEAD_BATCHES` override the defaults; `npx tsx bench/run.ts --report-only` re-renders this page and the chart from the raw figures in [results.json](results.json).");

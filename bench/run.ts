@@ -23,6 +23,7 @@ import { measureImportTimes } from "./import-time.js";
 import { measureOverhead } from "./overhead.js";
 import { type BenchResults, keyRows, ratio, renderMarkdown, renderSvg } from "./report.js";
 import { dynamodbKits, measureBackend, redisKits } from "./store-runs.js";
+import { measureWindow } from "./window.js";
 
 function knob(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -69,11 +70,13 @@ async function measure(): Promise<BenchResults> {
   const backends = await startBackends(delayMs);
   let dynamodb;
   let redis;
+  let window;
   try {
     step(`DynamoDB: ${rounds} rounds`);
     dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);
     step(`Redis: ${rounds} rounds`);
     redis = await measureBackend("Redis", await redisKits(backends), rounds);
+    window = await measureWindow(backends, Math.max(1, Math.round(rounds / 3)), step);
   } finally {
     await backends.stop();
   }
@@ -103,6 +106,7 @@ async function measure(): Promise<BenchResults> {
     },
     dynamodb,
     redis,
+    window,
     overhead,
     // Where the bundles were written is this machine's business, not the report's.
     bundles: bundles.map(({ file: _file, ...figure }) => figure),
