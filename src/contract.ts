@@ -84,6 +84,21 @@ export interface IdRecord {
   readonly fingerprint?: string;
 }
 
+/**
+ * What the engine knows of a batch's deliveries, passed to `claimMany` as its 4th argument.
+ * Advisory only: a store may use it to choose how it decides the claims (DynamoDBStore reads a
+ * batch full of redeliveries with one `BatchGetItem` before writing), never to change an answer.
+ */
+export interface ClaimHints {
+  /**
+   * One flag per id, in the order of `ids`: true when this delivery is a redelivery — SQS
+   * `ApproximateReceiveCount` > 1, Cloudflare Queues `attempts` > 1, or the envelope's own
+   * `attempts` > 0. A redelivered id is much more likely than a first delivery to be committed
+   * or in flight already.
+   */
+  readonly redelivered?: readonly boolean[];
+}
+
 /** One owned claim, as `releaseMany` takes it. */
 export interface ClaimRef {
   readonly id: string;
@@ -105,8 +120,17 @@ export interface ClaimingStore extends Store {
    * by someone else (the fence held).
    */
   release(id: string, token: string): Promise<boolean>;
-  /** Optional batch form of `claim`: one `Claim` per id, in order; `fingerprints` one per id when given. */
-  claimMany?(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]>;
+  /**
+   * Optional batch form of `claim`: one `Claim` per id, in order; `fingerprints` one per id when given.
+   * `hints` (optional) tells the store what the caller knows of the deliveries, so it can pick the
+   * cheaper way to decide them (see `ClaimHints`); the answers are the same with or without it.
+   */
+  claimMany?(
+    ids: readonly string[],
+    leaseMs?: number,
+    fingerprints?: readonly (string | undefined)[],
+    hints?: ClaimHints,
+  ): Promise<Claim[]>;
   /** Optional batch form of `release`. */
   releaseMany?(claims: readonly ClaimRef[]): Promise<void>;
 }
