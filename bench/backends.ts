@@ -6,7 +6,8 @@
  * Everything is started here and stopped by `stop()`, whatever happened.
  *
  * Request counters: AWS SDK middleware (one count per HTTP attempt) for DynamoDB clients, the
- * bridge's own counter for the REST path, a counting wrapper for TCP Redis clients.
+ * bridge's own counter for the REST path, a counting wrapper for TCP Redis clients. Billed units:
+ * a `DynamoMeter` on a DynamoDB client, and the redis-server's own `INFO commandstats`.
  *
  * What this is *not*: a fixture for the test suite (that has its own global setups).
  */
@@ -20,6 +21,7 @@ import { createIdempotencyTable, idempotencyTableDefinition } from "../stores/dy
 import { startRedisServer } from "../test/setup/redis.js";
 import { type UpstashBridge, startUpstashBridge } from "../test/upstash-bridge.js";
 import { type TcpProxy, startTcpProxy } from "../scripts/tcp-proxy.js";
+import { type DynamoMeter, parseCommandStats } from "./billing.js";
 import { Tally } from "./kit.js";
 
 export const OUR_TABLE = "bq-bench-ours";
@@ -27,8 +29,10 @@ export const POWERTOOLS_TABLE = "bq-bench-powertools";
 
 export interface Backends {
   readonly delayMs: number;
-  /** A DynamoDB client through the delay proxy, counting its HTTP requests into `tally`. */
-  dynamodbClient(tally: Tally): DynamoDBClient;
+  /** A DynamoDB client through the delay proxy, counting its HTTP requests into `tally` (and its billed units into `meter`). */
+  dynamodbClient(tally: Tally, meter?: DynamoMeter): DynamoDBClient;
+  /** `INFO commandstats` of the redis-server, read on a direct connection (not through a proxy, not counted as a kit's). */
+  redisCommandCalls(): Promise<Map<string, number>>;
   /** An ioredis client through the delay proxy (for our RedisStore over TCP). */
   ioredis(): Promise<Redis>;
   /** A connected @redis/client through the delay proxy (for Powertools' CachePersistenceLayer). */
@@ -68,15 +72,19 @@ export async function startBackends(delayMs: number): Promise<Backends> {
     stops.push(async () => {
       for (const client of clients) await client.close().catch(() => undefined);
     });
-    const dynamodbClient = (tally: Tally) => {
+    const dynamodbClient = (tally: Tally, meter?: DynamoMeter) => {
       const client = new DynamoDBClient(localClientConfig(`http://127.0.0.1:${dynamoProxy.port}`));
       clients.push({ close: async () => client.destroy() });
+      if (meter !== undefined) meter.attach(client);
       return countRequests(client, tally);
     };
+    const admin = new Redis({ host: "127.0.0.1", port: redis.port, lazyConnect: true });
+    await admin.connect();
+    clients.push({ close: async () => void admin.disconnect() });
 
-    const admin = dynamodbClient(new Tally());
-    await createIdempotencyTable(admin, idempotencyTableDefinition(OUR_TABLE));
-    await admin.send(
+    const tables = dynamodbClient(new Tally());
+    await createIdempotencyTable(tables, idempotencyTableDefinition(OUR_TABLE));
+    await tables.send(
       new CreateTableCommand({
         TableName: POWERTOOLS_TABLE,
         AttributeDefinitions: [{ AttributeName: "id", AttributeType: "S" }],
@@ -88,6 +96,7 @@ export async function startBackends(delayMs: number): Promise<Backends> {
     return {
       delayMs,
       dynamodbClient,
+      redisCommandCalls: async () => parseCommandStats(await admin.info("commandstats")),
       ioredis: async () => {
         const client = new Redis({ host: "127.0.0.1", port: redisProxy.port, lazyConnect: true });
         await client.connect();

@@ -25,11 +25,18 @@ export class Tally implements RequestCounter {
   }
 }
 
-/** The effect both kits guard: counts its runs. Cheap on purpose, so the kits' own cost shows. */
+/**
+ * The effect both kits guard: counts its runs (in all, and per id). Cheap on purpose, so the kits'
+ * own cost shows. `failNext` scripts handler failures: an id in it throws once (and is not counted).
+ */
 export class Effect {
   runs = 0;
-  run = async (_id: string): Promise<void> => {
+  readonly perId = new Map<string, number>();
+  readonly failNext = new Set<string>();
+  run = async (id: string): Promise<void> => {
+    if (this.failNext.delete(id)) throw new Error("scripted handler failure");
     this.runs += 1;
+    this.perId.set(id, (this.perId.get(id) ?? 0) + 1);
   };
 }
 

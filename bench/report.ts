@@ -13,6 +13,7 @@ import { type WindowFigures, renderWindow } from "./window.js";
 import type { BundleFigure } from "./bundle.js";
 import type { ImportFigure } from "./import-time.js";
 import type { OverheadFigures } from "./overhead.js";
+import { type CostResults, perMillion, renderCostSection } from "./report-cost.js";
 import { type BackendFigures, SCENARIOS, type ScenarioFigure, type ScenarioName } from "./store-runs.js";
 
 export interface RunFacts {
@@ -35,6 +36,8 @@ export interface BenchResults {
   readonly redis: BackendFigures;
   /** The window section (absent in reports from before it existed). */
   readonly window?: WindowFigures;
+  /** Absent in results of runs before the cost section existed. */
+  readonly cost?: CostResults;
   readonly overhead: OverheadFigures;
   readonly bundles: readonly BundleFigure[];
   readonly imports: readonly ImportFigure[];
@@ -50,11 +53,12 @@ export interface KeyRow {
   readonly reason: string;
 }
 
-const fmt = (value: number, unit: string): string => {
+export const fmt = (value: number, unit: string): string => {
   if (!Number.isFinite(value)) return "n/a";
   if (unit === "B") return value >= 1024 ? `${(value / 1024).toFixed(1)} KiB` : `${Math.round(value)} B`;
   if (unit === "ms") return value >= 100 ? `${value.toFixed(0)} ms` : `${value.toFixed(1)} ms`;
   if (unit === "µs") return `${value.toFixed(1)} µs`;
+  if (unit === "$") return `$${value < 1 ? value.toFixed(3) : value.toFixed(2)}`;
   return `${Math.round(value * 10) / 10}`;
 };
 
@@ -77,7 +81,7 @@ const OURS_REDIS_TCP = "ours (TCP)";
 const REASONS = {
   single: "a batch of one costs a claim and a commit either way; batching only pays from two messages up.",
   duplicatesDynamo:
-    "a tie by construction: both make one conditional PutItem per duplicate (DynamoDB has no batch conditional write), and both read the blocking item from the failed condition (ALL_OLD) instead of a second request.",
+    "level only where the batch carries no redelivery counts: then both make one conditional PutItem per duplicate (DynamoDB has no batch conditional write) and read the blocking item from the failed condition (ALL_OLD); with them, ours reads the whole batch in one BatchGetItem.",
   wallSingle:
     "at a batch of one both kits make the same two sequential round trips (claim, then commit; DynamoDB Local answers a single-item BatchWriteItem as fast as an UpdateItem), so neither can lead except by run-to-run noise on this loaded 2-core machine.",
   pipelined:
@@ -89,6 +93,10 @@ const REASONS = {
   importsOwn:
     "most of this is the DynamoDB client's construction at the module's top level, which both handlers do (compare the 'DynamoDB client alone' row in the import table); the kits' own code is a few ms either way.",
   imports: "both handler modules are dominated by loading the AWS SDK (see the SDK-alone row); the kits' own share is a few ms, well inside the noise of fresh processes on a loaded machine.",
+  costNew:
+    "both kits write two items per new message (a claim and a commit, 1 WRU each); DynamoDB on-demand bills units, not requests, so our single BatchWriteItem of the commits halves the requests but not the bill.",
+  costUpstash:
+    "Upstash bills every command a script runs: our claim script GETs then SETs each new id (2 commands) and each step adds an EVALSHA, where Powertools sends one SET NX per new message. See the cost section.",
   none: "no reason recorded: see the detailed tables.",
 } as const;
 
@@ -113,6 +121,10 @@ export function comparisons(results: BenchResults): KeyRow[] {
   for (const scenario of SCENARIOS) {
     rows.push({ label: `Redis wall time / batch of ${scenario.label}, ours over REST`, unit: "ms", ours: value(r, OURS_REDIS, scenario.name, "ms"), powertools: value(r, "Powertools", scenario.name, "ms"), reason: REASONS.rest });
   }
+  for (const [name, label] of [["new-10", "10 new"], ["dup-10", "10 duplicates"], ["storm", "redelivery storm"]] as const) {
+    rows.push({ label: `DynamoDB $ / million messages, ${label}`, unit: "$", ours: perMillion(results.cost, "DynamoDB", "ours", name), powertools: perMillion(results.cost, "DynamoDB", "Powertools", name), reason: name === "new-10" ? REASONS.costNew : REASONS.none });
+    rows.push({ label: `Upstash $ / million messages, ${label}`, unit: "$", ours: perMillion(results.cost, "Upstash Redis", "ours", name), powertools: perMillion(results.cost, "Upstash Redis", "Powertools", name), reason: REASONS.costUpstash });
+  }
   const over = (kit: string) => overhead.figures.find((one) => one.kit === kit)?.overheadUs ?? Number.NaN;
   rows.push({ label: "Per-message overhead vs bare handler (in memory)", unit: "µs", ours: over("ours"), powertools: over("Powertools"), reason: REASONS.none });
   const gz = (id: string) => bundles.find((one) => one.id === id)?.gzipBytes ?? Number.NaN;
@@ -133,6 +145,10 @@ const KEY_LABELS = [
   "Redis requests / batch of 10 new",
   "Redis requests / batch of 100 new",
   "Redis requests / batch of 10 duplicates",
+  "DynamoDB $ / million messages, 10 duplicates",
+  "DynamoDB $ / million messages, redelivery storm",
+  "Upstash $ / million messages, 10 duplicates",
+  "Upstash $ / million messages, redelivery storm",
   "DynamoDB wall time / batch of 1 new",
   "DynamoDB wall time / batch of 10 new",
   "DynamoDB wall time / batch of 100 new",
@@ -226,7 +242,7 @@ export function renderMarkdown(results: BenchResults): string {
   out.push("");
   out.push(kitTable(dynamodb, "requests", "ours"));
   out.push("");
-  out.push("Ours: one conditional `PutItem` per new id (in parallel; DynamoDB has no batch conditional write) plus one `BatchWriteItem` per 25 commits. Powertools: a conditional `PutItem` and an `UpdateItem` per message.");
+  out.push("Ours: one conditional `PutItem` per new id (in parallel; DynamoDB has no batch conditional write) plus one `BatchWriteItem` per 25 commits; a redelivered batch (ApproximateReceiveCount > 1) is read first with one consistent `BatchGetItem`, and only the ids it shows claimable are put. Powertools: a conditional `PutItem` and an `UpdateItem` per message, a failed conditional `PutItem` per duplicate.");
   out.push("");
   out.push("**Redis** (one redis-server; REST through the bridge):");
   out.push("");
@@ -234,6 +250,7 @@ export function renderMarkdown(results: BenchResults): string {
   out.push("");
   out.push("Ours: one script per batch step (claim all, then commit all), whatever the batch size. Powertools: `SET NX` + `SET` per new message, `SET NX` + `GET` per duplicate.");
   out.push("");
+  out.push(...renderCostSection(results.cost));
   out.push(`## Wall time per batch, ${facts.delayMs} ms injected each way`);
   out.push("");
   out.push(

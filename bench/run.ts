@@ -4,7 +4,9 @@
  *   1. per-message overhead in memory (no backend);
  *   2. bundle sizes (esbuild) and module import times (fresh processes);
  *   3. DynamoDB Local, redis-server and the Upstash REST bridge, each behind a delay proxy:
- *      store requests and wall time per batch of 1 / 10 / 100 new messages and of 10 duplicates.
+ *      store requests and wall time per batch of 1 / 10 / 100 new messages and of 10 duplicates;
+ *   4. cost: billed units (DynamoDB RRU / WRU, Upstash commands, Durable Object requests and SQLite
+ *      rows in workerd) and dollars per million messages on 10 new, 10 duplicates and a redelivery storm.
  * Writes bench/results/report.md, chart.svg and results.json. Starts and stops its own backends
  * (loopback only); exits non-zero if a kit got an outcome wrong or a backend would not start.
  *
@@ -21,9 +23,12 @@ import { startBackends } from "./backends.js";
 import { measureBundles } from "./bundle.js";
 import { measureImportTimes } from "./import-time.js";
 import { measureOverhead } from "./overhead.js";
-import { type BenchResults, keyRows, ratio, renderMarkdown, renderSvg } from "./report.js";
+import { type BenchResults, fmt, keyRows, ratio, renderMarkdown, renderSvg } from "./report.js";
 import { dynamodbKits, measureBackend, redisKits } from "./store-runs.js";
 import { measureWindow } from "./window.js";
+import { measureCosts } from "./cost-runs.js";
+import { measureDurableObjectCosts } from "./cost-do.js";
+import { PRICES_CHECKED } from "./prices.js";
 
 function knob(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -47,7 +52,7 @@ function write(results: BenchResults): void {
   writeFileSync(resolve(outDir, "chart.svg"), renderSvg(results));
   console.log("");
   for (const row of keyRows(results)) {
-    console.log(`${row.label.padEnd(58)} ours ${String(Math.round(row.ours * 10) / 10).padStart(9)}  Powertools ${String(Math.round(row.powertools * 10) / 10).padStart(9)}  ${ratio(row.powertools, row.ours)}`);
+    console.log(`${row.label.padEnd(58)} ours ${fmt(row.ours, row.unit).padStart(9)}  Powertools ${fmt(row.powertools, row.unit).padStart(9)}  ${ratio(row.powertools, row.ours)}`);
   }
 }
 
@@ -71,15 +76,20 @@ async function measure(): Promise<BenchResults> {
   let dynamodb;
   let redis;
   let window;
+  let costFigures;
   try {
     step(`DynamoDB: ${rounds} rounds`);
     dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);
     step(`Redis: ${rounds} rounds`);
     redis = await measureBackend("Redis", await redisKits(backends), rounds);
     window = await measureWindow(backends, Math.max(1, Math.round(rounds / 3)), step);
+    step("cost: billed units on DynamoDB and Redis");
+    costFigures = await measureCosts(backends);
   } finally {
     await backends.stop();
   }
+  step("cost: Durable Objects in workerd (Miniflare)");
+  costFigures.push(...(await measureDurableObjectCosts()));
 
   const results: BenchResults = {
     facts: {
@@ -107,6 +117,7 @@ async function measure(): Promise<BenchResults> {
     dynamodb,
     redis,
     window,
+    cost: { figures: costFigures, pricesChecked: PRICES_CHECKED },
     overhead,
     // Where the bundles were written is this machine's business, not the report's.
     bundles: bundles.map(({ file: _file, ...figure }) => figure),

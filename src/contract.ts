@@ -84,9 +84,18 @@ export interface IdRecord {
   readonly fingerprint?: string;
 }
 
-/** What the engine knows of a batch when it claims it. Stores may use it to save requests; none must. */
+/**
+ * What the engine knows of a batch's deliveries, passed to `claimMany` as its 4th argument.
+ * Advisory only: a store may use it to choose how it decides the claims (DynamoDBStore reads a
+ * batch full of redeliveries with one `BatchGetItem` before writing), never to change an answer.
+ */
 export interface ClaimHints {
-  /** One flag per id: true when the delivery is a redelivery (runtime receive count or body `attempts` > 0). */
+  /**
+   * One flag per id, in the order of `ids`: true when this delivery is a redelivery — SQS
+   * `ApproximateReceiveCount` > 1, Cloudflare Queues `attempts` > 1, or the envelope's own
+   * `attempts` > 0. A redelivered id is much more likely than a first delivery to be committed
+   * or in flight already.
+   */
   readonly redelivered?: readonly boolean[];
 }
 
@@ -112,9 +121,9 @@ export interface ClaimingStore extends Store {
    */
   release(id: string, token: string): Promise<boolean>;
   /**
-   * Optional batch form of `claim`: one `Claim` per id, in order; `fingerprints` one per id when
-   * given. `hints` tells the store what the engine knows of the batch, so it can pick the cheaper
-   * way to decide it (e.g. read before writing when most ids are redeliveries).
+   * Optional batch form of `claim`: one `Claim` per id, in order; `fingerprints` one per id when given.
+   * `hints` (optional) tells the store what the caller knows of the deliveries, so it can pick the
+   * cheaper way to decide them (see `ClaimHints`); the answers are the same with or without it.
    */
   claimMany?(
     ids: readonly string[],

@@ -1,33 +1,28 @@
 /**
  * `DynamoDBStore`: a `ClaimingStore` on one DynamoDB table (export `babelqueue-serverless/dynamodb`).
- *
- * One item per (namespace, id) key:
- *
- * | attribute       | type | meaning                                                                  |
- * | --------------- | ---- | ------------------------------------------------------------------------ |
- * | `pk` (option)   | S    | `{namespace}:{id}`, hashed to a fixed length past 2048 bytes (keys.ts)    |
- * | `status`        | S    | `"in-flight"` (claimed, lease running) or `"done"` (committed)            |
- * | `token`         | S    | the fencing token of an in-flight claim (absent once done)               |
- * | `leaseUntil`    | N    | in-flight: end of the lease, epoch milliseconds                          |
- * | `retainUntil`   | N    | done: end of the retention, epoch milliseconds                           |
- * | `ttl` (option)  | N    | epoch *seconds* for DynamoDB's TTL sweep (cleanup only)                  |
+ * Item layout: dynamodb-items.ts; the table: dynamodb-table.ts; batch requests: dynamodb-batch.ts;
+ * the read-before-claim policy: dynamodb-precheck.ts.
  *
  * Round trips:
  * - `claim`: ONE conditional `PutItem` that wins when the item is absent, its lease has ended, or its
  *   retention has ended; `ReturnValuesOnConditionCheckFailure: ALL_OLD` returns the blocking item
- *   in the same round trip, telling `done` from `in-flight` (and the lease's remaining time). A
- *   consistent `GetItem` is made only when the failure carried no item (emulators such as dynalite).
+ *   in the same round trip, telling `done` from `in-flight` (with the lease's remaining time and the
+ *   stored fingerprint). A consistent `GetItem` is made only when the failure carried no item
+ *   (emulators such as dynalite).
  * - `claimMany`: the claims in parallel. DynamoDB has no batch *conditional* write: `BatchWriteItem`
- *   takes no conditions and `TransactWriteItems` fails as a whole when one condition fails.
- * - `remember`: unconditional `PutItem` → done. `rememberMany`: `BatchWriteItem` in chunks of 25 (one id: a `PutItem`),
- *   `UnprocessedItems` retried with exponential backoff and jitter.
+ *   takes no conditions and `TransactWriteItems` fails as a whole when one condition fails. When the
+ *   batch is likely to hold duplicates (`precheck`, from the engine's redelivery hints), ONE consistent
+ *   `BatchGetItem` answers the committed and in-flight ids first and only the others are put.
+ * - `remember`: unconditional `PutItem` → done. `rememberMany`: `BatchWriteItem` in chunks of 25
+ *   (one id: a `PutItem`), `UnprocessedItems` retried with exponential backoff and jitter. The done
+ *   item replaces the claim's whole item, so the commit writes the fingerprint it is given (the
+ *   engine passes the claim's); a commit given none stores none.
  * - `release`: `DeleteItem` conditioned on "in-flight, lease live, and still holding this token".
- * - `seen`: strongly consistent `GetItem`; `seenMany`: consistent `BatchGetItem` in chunks of 100.
+ * - `seen` / `inspect`: strongly consistent `GetItem`; `seenMany`: consistent `BatchGetItem` in chunks of 100.
  * - `forget`: `DeleteItem`.
  *
- * Expiry is decided by the condition expressions against the caller's clock (`now`), never left to
- * DynamoDB's TTL sweep, which deletes expired items up to days late. Clocks of different callers
- * should agree to well within the lease; Lambda hosts are NTP-synchronised.
+ * Expiry is decided against the caller's clock (`now`), never left to DynamoDB's TTL sweep. Clocks of
+ * different callers should agree to well within the lease; Lambda hosts are NTP-synchronised.
  *
  * IAM actions used: dynamodb:PutItem, GetItem, DeleteItem, BatchWriteItem, BatchGetItem
  * (`DYNAMODB_STORE_ACTIONS`).
@@ -37,42 +32,50 @@
  * within one invocation.
  */
 import {
-  type AttributeValue,
-  BatchGetItemCommand,
-  BatchWriteItemCommand,
-  CreateTableCommand,
   DeleteItemCommand,
-  DescribeTableCommand,
   DynamoDBClient,
   type DynamoDBClientConfig,
   GetItemCommand,
   PutItemCommand,
-  UpdateTimeToLiveCommand,
-  type WriteRequest,
 } from "@aws-sdk/client-dynamodb";
-import type { Claim, ClaimRef, ClaimingStore, StoreWindows } from "../src/contract.js";
+import type { Claim, ClaimHints, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../src/contract.js";
 import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
 import { checkNamespace, storeKey } from "../src/keys.js";
 import { checkMs, resolveWindows } from "../src/windows.js";
+import { type BatchTarget, type Projection, readAll, writeAll } from "./dynamodb-batch.js";
+import {
+  CLAIMABLE,
+  DONE,
+  DYNAMODB_MAX_KEY_BYTES,
+  IN_FLIGHT,
+  type Item,
+  NAMES,
+  OWNED,
+  blockingVerdict,
+  checkFingerprint,
+  checkFingerprints,
+  errorName,
+  fingerprintAttribute,
+  idRecord,
+  isConditionFailure,
+  isSeen,
+} from "./dynamodb-items.js";
+import { PRECHECK_POLICIES, type PrecheckPolicy, keysToRead, readBlocking } from "./dynamodb-precheck.js";
+import { type TableAttributeOptions, checkAttributeName } from "./dynamodb-table.js";
 
-/** DynamoDB's limit on a partition key value, in UTF-8 bytes. */
-export const DYNAMODB_MAX_KEY_BYTES = 2048;
-
-/** The exact IAM actions the store uses, on the table's ARN. */
-export const DYNAMODB_STORE_ACTIONS = [
-  "dynamodb:PutItem",
-  "dynamodb:GetItem",
-  "dynamodb:DeleteItem",
-  "dynamodb:BatchWriteItem",
-  "dynamodb:BatchGetItem",
-] as const;
+export {
+  DYNAMODB_STORE_ACTIONS,
+  type IdempotencyTableDefinition,
+  type TableAttributeOptions,
+  createIdempotencyTable,
+  idempotencyTableDefinition,
+} from "./dynamodb-table.js";
+export { AUTO_PRECHECK_MIN_REDELIVERED, type PrecheckPolicy } from "./dynamodb-precheck.js";
+export { DYNAMODB_MAX_KEY_BYTES } from "./dynamodb-items.js";
 
 const STORE_NAME = "DynamoDBStore";
-const BATCH_WRITE_LIMIT = 25;
-const BATCH_GET_LIMIT = 100;
-const ATTRIBUTE_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,255}$/;
 
-export interface DynamoDBStoreOptions extends StoreWindows {
+export interface DynamoDBStoreOptions extends StoreWindows, TableAttributeOptions {
   /** The table's name (or ARN). Required. Create it with `idempotencyTableDefinition`. */
   table: string;
   /** Key prefix separating consumers that must each run their effect once. Default "". */
@@ -84,118 +87,24 @@ export interface DynamoDBStoreOptions extends StoreWindows {
   client?: DynamoDBClient;
   /** Configuration for the client the store creates when `client` is not given. Ignored otherwise. */
   clientConfig?: DynamoDBClientConfig;
-  /** Name of the table's partition key attribute (type S). Default "pk". */
-  keyAttribute?: string;
-  /** Name of the attribute the table's TTL is enabled on (epoch seconds). Default "ttl". */
-  ttlAttribute?: string;
   /**
    * How many times `rememberMany` / `seenMany` resend what DynamoDB left unprocessed (throttling)
    * before failing with `StoreUnavailableError`. Backoff doubles from 50 ms, with jitter, capped at 2 s.
    * Default 8.
    */
   maxUnprocessedRetries?: number;
+  /**
+   * Whether `claimMany` first reads ids with one consistent `BatchGetItem` and puts only those the
+   * read shows claimable (dynamodb-precheck.ts). "auto": the ids the engine flags as redeliveries,
+   * when a call has at least 2 of them; "always": every id (duplicates expected without redelivery
+   * counts); "never": no read, one conditional `PutItem` per id. Default "auto".
+   */
+  precheck?: PrecheckPolicy;
   /** The clock, in epoch milliseconds. Default `Date.now`. */
   now?: () => number;
   /** Fencing-token generator. Default `crypto.randomUUID`. */
   token?: () => string;
 }
-
-/** What `idempotencyTableDefinition` returns: a CreateTable input and the TTL setting, as CloudFormation and the SDK spell them. */
-export interface IdempotencyTableDefinition {
-  /** Input of `CreateTableCommand` (and the `Properties` of an `AWS::DynamoDB::Table`, minus TTL). */
-  readonly createTable: {
-    readonly TableName: string;
-    readonly AttributeDefinitions: readonly { readonly AttributeName: string; readonly AttributeType: "S" }[];
-    readonly KeySchema: readonly { readonly AttributeName: string; readonly KeyType: "HASH" }[];
-    readonly BillingMode: "PAY_PER_REQUEST";
-  };
-  /** `TimeToLiveSpecification` of the table (UpdateTimeToLive / CloudFormation). */
-  readonly timeToLive: { readonly AttributeName: string; readonly Enabled: true };
-}
-
-/**
- * The idempotency table: one string partition key, on-demand billing, TTL on the `ttl` attribute.
- * `serverless.yml` declares the same table (test/serverless.test.ts checks that they agree).
- */
-export function idempotencyTableDefinition(
-  tableName: string,
-  options: Pick<DynamoDBStoreOptions, "keyAttribute" | "ttlAttribute"> = {},
-): IdempotencyTableDefinition {
-  const keyAttribute = checkAttributeName("keyAttribute", options.keyAttribute ?? "pk");
-  const ttlAttribute = checkAttributeName("ttlAttribute", options.ttlAttribute ?? "ttl");
-  return {
-    createTable: {
-      TableName: tableName,
-      AttributeDefinitions: [{ AttributeName: keyAttribute, AttributeType: "S" }],
-      KeySchema: [{ AttributeName: keyAttribute, KeyType: "HASH" }],
-      BillingMode: "PAY_PER_REQUEST",
-    },
-    timeToLive: { AttributeName: ttlAttribute, Enabled: true },
-  };
-}
-
-/**
- * Creates the idempotency table from its definition, for local development, tests and demos
- * (production tables come from `serverless.yml` / CloudFormation). Waits until it is ACTIVE.
- * `timeToLive: false` skips enabling TTL, for emulators without `UpdateTimeToLive`.
- */
-export async function createIdempotencyTable(
-  client: DynamoDBClient,
-  definition: IdempotencyTableDefinition,
-  options: { timeToLive?: boolean } = {},
-): Promise<void> {
-  const { createTable, timeToLive } = definition;
-  await client.send(
-    new CreateTableCommand({
-      TableName: createTable.TableName,
-      AttributeDefinitions: createTable.AttributeDefinitions.map((attribute) => ({ ...attribute })),
-      KeySchema: createTable.KeySchema.map((key) => ({ ...key })),
-      BillingMode: createTable.BillingMode,
-    }),
-  );
-  for (let i = 0; i < 100; i++) {
-    const { Table } = await client.send(new DescribeTableCommand({ TableName: createTable.TableName }));
-    if (Table?.TableStatus === "ACTIVE") break;
-    await sleep(100);
-  }
-  if (options.timeToLive !== false) {
-    await client.send(
-      new UpdateTimeToLiveCommand({ TableName: createTable.TableName, TimeToLiveSpecification: { ...timeToLive } }),
-    );
-  }
-}
-
-function checkAttributeName(option: string, value: string): string {
-  if (typeof value !== "string" || !ATTRIBUTE_NAME_PATTERN.test(value)) {
-    throw new InvalidOptionError(option, "must be 1-255 characters of A-Z a-z 0-9 _ . -");
-  }
-  return value;
-}
-
-type Item = Record<string, AttributeValue>;
-
-const IN_FLIGHT = "in-flight";
-const DONE = "done";
-
-/** Attribute-name placeholders shared by every expression. */
-const NAMES = { "#s": "status", "#t": "token", "#l": "leaseUntil", "#r": "retainUntil" } as const;
-
-/** Absent, or an in-flight item whose lease ended, or a done item whose retention ended. */
-const CLAIMABLE =
-  "attribute_not_exists(#k) OR (#s = :inflight AND #l <= :now) OR (#s = :done AND #r <= :now)";
-/** Still in flight, lease live, held by this token. */
-const OWNED = "#s = :inflight AND #t = :token AND #l > :now";
-
-function errorName(error: unknown): string {
-  if (error instanceof Error) return error.name;
-  return typeof error;
-}
-
-function isConditionFailure(error: unknown): error is Error & { Item?: Item } {
-  return error instanceof Error && error.name === "ConditionalCheckFailedException";
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class DynamoDBStore implements ClaimingStore {
   readonly table: string;
@@ -204,9 +113,10 @@ export class DynamoDBStore implements ClaimingStore {
   readonly retentionMs: number;
   readonly keyAttribute: string;
   readonly ttlAttribute: string;
+  readonly precheck: PrecheckPolicy;
   /** The client in use (yours, or the one the store created). */
   readonly client: DynamoDBClient;
-  readonly #maxRetries: number;
+  readonly #batch: BatchTarget;
   readonly #now: () => number;
   readonly #token: () => string;
 
@@ -225,10 +135,19 @@ export class DynamoDBStore implements ClaimingStore {
     }
     const retries = options.maxUnprocessedRetries ?? 8;
     if (!Number.isSafeInteger(retries) || retries < 0) throw new InvalidOptionError("maxUnprocessedRetries", "must be an integer >= 0");
-    this.#maxRetries = retries;
+    const precheck = options.precheck ?? "auto";
+    if (!PRECHECK_POLICIES.includes(precheck)) throw new InvalidOptionError("precheck", `must be one of ${PRECHECK_POLICIES.join(", ")}`);
+    this.precheck = precheck;
     this.client = options.client ?? new DynamoDBClient(options.clientConfig ?? {});
     this.#now = options.now ?? Date.now;
     this.#token = options.token ?? (() => globalThis.crypto.randomUUID());
+    this.#batch = {
+      client: this.client,
+      table: this.table,
+      keyAttribute: this.keyAttribute,
+      maxRetries: retries,
+      fail: (operation, error) => this.#fail(operation, error),
+    };
   }
 
   /** The partition key value of `id`. */
@@ -245,26 +164,19 @@ export class DynamoDBStore implements ClaimingStore {
     return new StoreUnavailableError(STORE_NAME, operation, detail, { cause: error });
   }
 
-  #ttl(deadlineMs: number): AttributeValue {
+  #ttl(deadlineMs: number): { N: string } {
     return { N: String(Math.ceil(deadlineMs / 1000)) };
   }
 
-  /** Reads an old item's verdict: done / in-flight, or undefined when it no longer blocks a claim. */
-  #blocking(item: Item | undefined, now: number): Claim | undefined {
-    if (item === undefined) return undefined;
-    const status = item.status?.S;
-    if (status === DONE) {
-      const until = Number(item.retainUntil?.N);
-      return until > now ? { status: "done" } : undefined;
-    }
-    if (status === IN_FLIGHT) {
-      const until = Number(item.leaseUntil?.N);
-      return until > now ? { status: "in-flight", retryAfterMs: until - now } : undefined;
-    }
-    return undefined;
+  /** What a claim reads: enough to answer done / in-flight with the fingerprint. */
+  get #claimProjection(): Projection {
+    return {
+      expression: "#k, #s, #l, #r, #f",
+      names: { "#k": this.keyAttribute, "#s": NAMES["#s"], "#l": NAMES["#l"], "#r": NAMES["#r"], "#f": NAMES["#f"] },
+    };
   }
 
-  async #claimKey(key: string, leaseMs: number): Promise<Claim> {
+  async #claimKey(key: string, leaseMs: number, fingerprint: string | undefined): Promise<Claim> {
     // Twice at most: a GetItem fallback can find the blocking item already gone (then claim again).
     for (let attempt = 0; ; attempt++) {
       const now = this.#now();
@@ -279,6 +191,7 @@ export class DynamoDBStore implements ClaimingStore {
               status: { S: IN_FLIGHT },
               token: { S: token },
               leaseUntil: { N: String(leaseUntil) },
+              ...fingerprintAttribute(fingerprint),
               [this.ttlAttribute]: this.#ttl(leaseUntil),
             },
             ConditionExpression: CLAIMABLE,
@@ -294,7 +207,7 @@ export class DynamoDBStore implements ClaimingStore {
         // An SDK retry of a put that had in fact succeeded meets our own item: we won.
         if (old?.token?.S === token && old.status?.S === IN_FLIGHT) return { status: "claimed", token };
         if (old === undefined) old = await this.#getItem("claim", key);
-        const verdict = this.#blocking(old, now);
+        const verdict = blockingVerdict(old, now);
         if (verdict !== undefined) return verdict;
         // The blocking item vanished or expired between the put and the read (forget, release): claim again.
         if (attempt >= 2) return { status: "in-flight", retryAfterMs: 0 };
@@ -313,25 +226,46 @@ export class DynamoDBStore implements ClaimingStore {
     }
   }
 
-  async claim(id: string, leaseMs?: number): Promise<Claim> {
+  async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
-    return this.#claimKey(await this.#key(id), lease);
+    return this.#claimKey(await this.#key(id), lease, checkFingerprint(fingerprint));
   }
 
   /**
-   * The claims in parallel (no batch conditional write exists in DynamoDB). When one fails, the
-   * claims this call won are released before the error is thrown, so nothing stays leased for nobody.
+   * The claims in parallel (no batch conditional write exists in DynamoDB), after one consistent
+   * `BatchGetItem` of the ids the precheck policy picks from `hints` (those it shows committed or in
+   * flight are answered by it and not put; ids it does not read are put at once, alongside the read).
+   * When one claim fails, the claims this call won are released before the error is thrown, so
+   * nothing stays leased for nobody.
    */
-  async claimMany(ids: readonly string[], leaseMs?: number): Promise<Claim[]> {
+  async claimMany(
+    ids: readonly string[],
+    leaseMs?: number,
+    fingerprints?: readonly (string | undefined)[],
+    hints?: ClaimHints,
+  ): Promise<Claim[]> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
+    const prints = checkFingerprints(ids.length, fingerprints);
     const keys = await Promise.all(ids.map((id) => this.#key(id)));
     // Two copies of one id in a call: claim once, the copies share the answer's fate as `in-flight`.
     const firstIndex = new Map<string, number>();
+    const redelivered = new Map<string, boolean>();
     keys.forEach((key, index) => {
       if (!firstIndex.has(key)) firstIndex.set(key, index);
+      if (hints?.redelivered?.[index] === true) redelivered.set(key, true);
     });
+    const distinct = [...firstIndex.keys()];
+    const toRead = new Set(keysToRead(this.precheck, distinct, hints?.redelivered === undefined ? undefined : distinct.map((key) => redelivered.get(key) === true)));
+    const read = toRead.size > 0 ? readBlocking(this.#batch, [...toRead], this.#claimProjection, this.#now) : undefined;
     const settled = await Promise.allSettled(
-      keys.map((key, index) => (firstIndex.get(key) === index ? this.#claimKey(key, lease) : Promise.resolve(undefined))),
+      keys.map(async (key, index): Promise<Claim | undefined> => {
+        if (firstIndex.get(key) !== index) return undefined;
+        if (read !== undefined && toRead.has(key)) {
+          const verdict = (await read).get(key);
+          if (verdict !== undefined) return verdict;
+        }
+        return this.#claimKey(key, lease, prints[index]);
+      }),
     );
     const failure = settled.find((answer) => answer.status === "rejected");
     if (failure !== undefined) {
@@ -343,83 +277,61 @@ export class DynamoDBStore implements ClaimingStore {
       await Promise.allSettled(won.map((claim) => this.#releaseKey(claim.key, claim.token)));
       throw (failure as PromiseRejectedResult).reason;
     }
-    return keys.map((key, index) => {
+    return keys.map((key, index): Claim => {
       const answer = (settled[index] as PromiseFulfilledResult<Claim | undefined>).value;
       if (answer !== undefined) return answer;
-      const first = (settled[firstIndex.get(key) as number] as PromiseFulfilledResult<Claim>).value;
-      if (first.status === "done") return first;
-      return { status: "in-flight", retryAfterMs: first.status === "in-flight" ? first.retryAfterMs : lease };
+      const first = firstIndex.get(key) as number;
+      const firstAnswer = (settled[first] as PromiseFulfilledResult<Claim>).value;
+      if (firstAnswer.status === "done") return firstAnswer;
+      const fingerprint = firstAnswer.status === "claimed" ? prints[first] : firstAnswer.fingerprint;
+      return {
+        status: "in-flight",
+        retryAfterMs: firstAnswer.status === "in-flight" ? firstAnswer.retryAfterMs : lease,
+        ...(fingerprint === undefined ? {} : { fingerprint }),
+      };
     });
   }
 
-  #doneItem(key: string, now: number): Item {
+  #doneItem(key: string, now: number, fingerprint: string | undefined): Item {
     const retainUntil = now + this.retentionMs;
     return {
       [this.keyAttribute]: { S: key },
       status: { S: DONE },
       retainUntil: { N: String(retainUntil) },
+      ...fingerprintAttribute(fingerprint),
       [this.ttlAttribute]: this.#ttl(retainUntil),
     };
   }
 
-  async remember(id: string): Promise<void> {
-    await this.#putDone(await this.#key(id), this.#now(), "remember");
+  async remember(id: string, fingerprint?: string): Promise<void> {
+    await this.#putDone(await this.#key(id), this.#now(), "remember", checkFingerprint(fingerprint));
   }
 
   /** The commit of one key: an unconditional PutItem of the done item. */
-  async #putDone(key: string, now: number, operation: string): Promise<void> {
+  async #putDone(key: string, now: number, operation: string, fingerprint: string | undefined): Promise<void> {
     try {
-      await this.client.send(new PutItemCommand({ TableName: this.table, Item: this.#doneItem(key, now) }));
+      await this.client.send(new PutItemCommand({ TableName: this.table, Item: this.#doneItem(key, now, fingerprint) }));
     } catch (error) {
       throw this.#fail(operation, error);
     }
   }
 
   /** `BatchWriteItem` in chunks of 25 (sent in parallel); unprocessed items are resent with backoff. */
-  async rememberMany(ids: readonly string[]): Promise<void> {
-    // One request may not name a key twice.
-    const keys = [...new Set(await Promise.all(ids.map((id) => this.#key(id))))];
+  async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+    const prints = checkFingerprints(ids.length, fingerprints);
+    const keys = await Promise.all(ids.map((id) => this.#key(id)));
+    // One request may not name a key twice: one item per key, with the first fingerprint given for it.
+    const byKey = new Map<string, string | undefined>();
+    keys.forEach((key, index) => {
+      if (byKey.get(key) === undefined) byKey.set(key, prints[index]);
+    });
     const now = this.#now();
     // One commit: a plain PutItem is the same one request, without the batch's unprocessed-items loop.
-    if (keys.length === 1) return this.#putDone(keys[0] as string, now, "rememberMany");
-    const chunks: WriteRequest[][] = [];
-    for (let i = 0; i < keys.length; i += BATCH_WRITE_LIMIT) {
-      chunks.push(keys.slice(i, i + BATCH_WRITE_LIMIT).map((key) => ({ PutRequest: { Item: this.#doneItem(key, now) } })));
+    if (byKey.size === 1) {
+      const [key, fingerprint] = [...byKey][0] as [string, string | undefined];
+      return this.#putDone(key, now, "rememberMany", fingerprint);
     }
-    await Promise.all(chunks.map((chunk) => this.#batchWrite(chunk)));
-  }
-
-  async #batchWrite(requests: WriteRequest[]): Promise<void> {
-    await this.#untilProcessed("rememberMany", "item(s)", requests, async (pending) => {
-      const answer = await this.client.send(new BatchWriteItemCommand({ RequestItems: { [this.table]: pending } }));
-      return answer.UnprocessedItems?.[this.table] ?? [];
-    });
-  }
-
-  /**
-   * Sends `first`, then resends whatever DynamoDB returned unprocessed (throttling, size limits)
-   * with exponential backoff and jitter, `maxUnprocessedRetries` times at most.
-   */
-  async #untilProcessed<T>(operation: string, what: string, first: T[], send: (pending: T[]) => Promise<T[]>): Promise<void> {
-    let pending = first;
-    for (let attempt = 0; ; attempt++) {
-      let unprocessed: T[];
-      try {
-        unprocessed = await send(pending);
-      } catch (error) {
-        throw this.#fail(operation, error);
-      }
-      if (unprocessed.length === 0) return;
-      if (attempt >= this.#maxRetries) {
-        throw new StoreUnavailableError(
-          STORE_NAME,
-          operation,
-          `${unprocessed.length} ${what} still unprocessed after ${attempt + 1} attempts on table ${this.table}`,
-        );
-      }
-      pending = unprocessed;
-      await sleep(backoffMs(attempt));
-    }
+    await writeAll(this.#batch, "rememberMany", [...byKey].map(([key, fingerprint]) => this.#doneItem(key, now, fingerprint)));
   }
 
   async #releaseKey(key: string, token: string): Promise<boolean> {
@@ -452,49 +364,28 @@ export class DynamoDBStore implements ClaimingStore {
     if (failure !== undefined) throw (failure as PromiseRejectedResult).reason;
   }
 
-  #isSeen(item: Item | undefined, now: number): boolean {
-    return item?.status?.S === DONE && Number(item.retainUntil?.N) > now;
-  }
-
   async seen(id: string): Promise<boolean> {
     const key = await this.#key(id);
     const now = this.#now();
-    return this.#isSeen(await this.#getItem("seen", key), now);
+    return isSeen(await this.#getItem("seen", key), now);
   }
 
   /** Consistent `BatchGetItem` in chunks of 100 (parallel); unprocessed keys are re-read with backoff. */
   async seenMany(ids: readonly string[]): Promise<boolean[]> {
     const keys = await Promise.all(ids.map((id) => this.#key(id)));
-    const unique = [...new Set(keys)];
     const now = this.#now();
-    const found = new Map<string, Item>();
-    const chunks: string[][] = [];
-    for (let i = 0; i < unique.length; i += BATCH_GET_LIMIT) chunks.push(unique.slice(i, i + BATCH_GET_LIMIT));
-    await Promise.all(chunks.map((chunk) => this.#batchGet(chunk, found)));
-    return keys.map((key) => this.#isSeen(found.get(key), now));
+    const found = await readAll(this.#batch, "seenMany", [...new Set(keys)], {
+      expression: "#k, #s, #r",
+      names: { "#k": this.keyAttribute, "#s": NAMES["#s"], "#r": NAMES["#r"] },
+    });
+    return keys.map((key) => isSeen(found.get(key), now));
   }
 
-  async #batchGet(keys: string[], found: Map<string, Item>): Promise<void> {
-    const first: Item[] = keys.map((key) => ({ [this.keyAttribute]: { S: key } }));
-    await this.#untilProcessed("seenMany", "key(s)", first, async (pending) => {
-      const answer = await this.client.send(
-        new BatchGetItemCommand({
-          RequestItems: {
-            [this.table]: {
-              Keys: pending,
-              ConsistentRead: true,
-              ProjectionExpression: "#k, #s, #r",
-              ExpressionAttributeNames: { "#k": this.keyAttribute, "#s": NAMES["#s"], "#r": NAMES["#r"] },
-            },
-          },
-        }),
-      );
-      for (const item of answer.Responses?.[this.table] ?? []) {
-        const key = item[this.keyAttribute]?.S;
-        if (key !== undefined) found.set(key, item);
-      }
-      return answer.UnprocessedKeys?.[this.table]?.Keys ?? [];
-    });
+  /** What the table holds for `id` (one consistent `GetItem`): status, time left, fingerprint; null when absent or expired. */
+  async inspect(id: string): Promise<IdRecord | null> {
+    const key = await this.#key(id);
+    const item = await this.#getItem("inspect", key);
+    return idRecord(item, this.#now());
   }
 
   async forget(id: string): Promise<void> {
@@ -505,10 +396,4 @@ export class DynamoDBStore implements ClaimingStore {
       throw this.#fail("forget", error);
     }
   }
-}
-
-/** Exponential backoff with full jitter: 50 ms doubling, capped at 2 s. */
-function backoffMs(attempt: number): number {
-  const ceiling = Math.min(2000, 50 * 2 ** attempt);
-  return Math.floor(ceiling / 2 + Math.random() * (ceiling / 2));
 }

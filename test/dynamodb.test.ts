@@ -2,12 +2,15 @@
  * DynamoDBStore on DynamoDB Local (started by test/setup/dynamodb-local.ts): the shared store
  * contract suite (one call), then what only DynamoDB has — one round trip per claim thanks to
  * ALL_OLD, hashed long keys, BatchWriteItem chunking and UnprocessedItems retries, the race of
- * 50 concurrent claims repeated over separate clients, and failures mapped to StoreUnavailableError.
+ * 50 concurrent claims repeated over separate clients, failures mapped to StoreUnavailableError,
+ * the fingerprint attribute, and the claim precheck (one BatchGetItem before the puts) with exact
+ * request counts for each side of its trade.
  */
 import {
   DynamoDBClient,
   type DynamoDBClientConfig,
   GetItemCommand,
+  PutItemCommand,
   type WriteRequest,
 } from "@aws-sdk/client-dynamodb";
 import { beforeAll, describe, expect, inject, it } from "vitest";
@@ -284,5 +287,207 @@ describe("DynamoDBStore on DynamoDB Local", () => {
     await s.rememberMany(["c"]);
     expect(await s.seenMany(["c", "d"])).toEqual([true, false]);
     expect(await s.claim("c")).toEqual({ status: "done" });
+  });
+});
+
+describe("DynamoDBStore fingerprints and inspect", () => {
+  it("stores the claim's fingerprint and answers it from the failed put (ALL_OLD), still one request", async () => {
+    const client = new DynamoDBClient(clientConfig());
+    const sent = countRequests(client);
+    const s = store({ client });
+    expect((await s.claim("f", 60_000, "fp-1")).status).toBe("claimed");
+    sent.length = 0;
+    const held = await s.claim("f", 60_000, "fp-2");
+    expect(held).toMatchObject({ status: "in-flight", fingerprint: "fp-1" });
+    expect(sent).toEqual(["PutItemCommand"]);
+    await s.rememberMany(["f", "g"], ["fp-1", undefined]);
+    sent.length = 0;
+    expect(await s.claim("f")).toEqual({ status: "done", fingerprint: "fp-1" });
+    expect(await s.claim("g")).toEqual({ status: "done" });
+    expect(sent).toEqual(["PutItemCommand", "PutItemCommand"]);
+    await s.remember("h", "fp-h");
+    expect(await s.claimMany(["h", "h"])).toEqual([
+      { status: "done", fingerprint: "fp-h" },
+      { status: "done", fingerprint: "fp-h" },
+    ]);
+  });
+
+  it("answers an item written before fingerprints existed without one", async () => {
+    const s = store();
+    const key = await storeKey(s.namespace, "legacy", DYNAMODB_MAX_KEY_BYTES);
+    const retainUntil = Date.now() + 60_000;
+    await s.client.send(
+      new PutItemCommand({
+        TableName: table,
+        Item: { pk: { S: key }, status: { S: "done" }, retainUntil: { N: String(retainUntil) }, ttl: { N: String(Math.ceil(retainUntil / 1000)) } },
+      }),
+    );
+    expect(await s.claim("legacy", undefined, "fp-new")).toEqual({ status: "done" });
+    expect(await s.inspect("legacy")).toMatchObject({ status: "done" });
+    expect((await s.inspect("legacy"))?.fingerprint).toBeUndefined();
+  });
+
+  it("inspects with one consistent GetItem: in flight, done, expired and absent", async () => {
+    const client = new DynamoDBClient(clientConfig());
+    const sent = countRequests(client);
+    const s = store({ client, retentionMs: 60_000 });
+    await s.claim("i", 30_000, "fp-i");
+    sent.length = 0;
+    const inFlight = await s.inspect("i");
+    expect(sent).toEqual(["GetItemCommand"]);
+    expect(inFlight).toMatchObject({ status: "in-flight", fingerprint: "fp-i" });
+    expect(inFlight?.leaseLeftMs).toBeGreaterThan(20_000);
+    expect(inFlight?.leaseLeftMs).toBeLessThanOrEqual(30_000);
+    await s.remember("i", "fp-i");
+    const done = await s.inspect("i");
+    expect(done).toMatchObject({ status: "done", fingerprint: "fp-i" });
+    expect(done?.retentionLeftMs).toBeGreaterThan(50_000);
+    expect(await s.inspect("never-seen")).toBeNull();
+    const short = store({ leaseMs: 100 });
+    await short.claim("gone");
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await short.inspect("gone")).toBeNull();
+  });
+
+  it("rejects a fingerprint that is not a string of 1-64 characters, and a fingerprints array of the wrong length", async () => {
+    const s = store();
+    await expect(s.claim("x", undefined, "f".repeat(65))).rejects.toThrow(/fingerprint/);
+    await expect(s.claimMany(["x", "y"], undefined, ["a"])).rejects.toThrow(/fingerprints/);
+    await expect(s.rememberMany(["x"], [42 as unknown as string])).rejects.toThrow(/fingerprint/);
+  });
+});
+
+describe("DynamoDBStore claim precheck: one BatchGetItem before the puts", () => {
+  const ids = (tag: string, n = 10) => Array.from({ length: n }, (_, i) => `${tag}-${i}`);
+  const flags = (n: number, value: boolean) => Array.from({ length: n }, () => value);
+
+  /** A store on a counting client, with `committed` ids already done (under fingerprint `fp-<id>`). */
+  async function primed(options: Partial<DynamoDBStoreOptions>, committed: string[]) {
+    const client = new DynamoDBClient(clientConfig());
+    const sent = countRequests(client);
+    const s = store({ client, ...options });
+    if (committed.length > 0) await s.rememberMany(committed, committed.map((id) => `fp-${id}`));
+    sent.length = 0;
+    return { s, sent };
+  }
+
+  it("auto: a redelivered batch of 10 committed ids costs ONE request (was 10 PutItem)", async () => {
+    const batch = ids("dup");
+    const { s, sent } = await primed({}, batch);
+    const answers = await s.claimMany(batch, undefined, batch.map((id) => `fp-${id}`), { redelivered: flags(10, true) });
+    expect(sent).toEqual(["BatchGetItemCommand"]);
+    expect(answers).toEqual(batch.map((id) => ({ status: "done", fingerprint: `fp-${id}` })));
+  });
+
+  it("auto: a batch of 10 first deliveries costs what it always did: 10 PutItem + 1 BatchWriteItem", async () => {
+    const batch = ids("new");
+    const { s, sent } = await primed({}, []);
+    const answers = await s.claimMany(batch, undefined, batch.map((id) => `fp-${id}`), { redelivered: flags(10, false) });
+    expect(answers.every((a) => a.status === "claimed")).toBe(true);
+    await s.rememberMany(batch, batch.map((id) => `fp-${id}`));
+    expect(sent.filter((name) => name === "PutItemCommand")).toHaveLength(10);
+    expect(sent.filter((name) => name !== "PutItemCommand")).toEqual(["BatchWriteItemCommand"]);
+  });
+
+  it("auto: a mixed batch reads only its redeliveries and puts only what the read shows claimable", async () => {
+    const done = ids("mix-done", 4);
+    const held = ids("mix-held", 2);
+    const retried = ids("mix-retried", 2); // redelivered after a failure: the claim was released, nothing stored
+    const fresh = ids("mix-new", 2);
+    const { s, sent } = await primed({}, done);
+    await s.claimMany(held, 60_000, held.map((id) => `fp-${id}`));
+    sent.length = 0;
+    const batch = [...done, ...held, ...retried, ...fresh];
+    const redelivered = batch.map((id) => !id.startsWith("mix-new"));
+    const answers = await s.claimMany(batch, undefined, batch.map((id) => `fp-${id}`), { redelivered });
+    // 1 read of the 8 redeliveries + 4 puts (2 retried + 2 first deliveries), instead of 10 puts.
+    expect(sent.filter((name) => name === "BatchGetItemCommand")).toHaveLength(1);
+    expect(sent.filter((name) => name === "PutItemCommand")).toHaveLength(4);
+    expect(sent).toHaveLength(5);
+    expect(answers.slice(0, 4)).toEqual(done.map((id) => ({ status: "done", fingerprint: `fp-${id}` })));
+    for (const [i, answer] of answers.slice(4, 6).entries()) {
+      expect(answer).toMatchObject({ status: "in-flight", fingerprint: `fp-${held[i]}` });
+      if (answer.status === "in-flight") expect(answer.retryAfterMs).toBeGreaterThan(30_000);
+    }
+    expect(answers.slice(6).map((a) => a.status)).toEqual(["claimed", "claimed", "claimed", "claimed"]);
+  });
+
+  it("auto: one redelivered id, or no hints at all, is not worth a read", async () => {
+    const batch = ids("one-redelivered", 3);
+    const { s, sent } = await primed({}, batch);
+    await s.claimMany(batch, undefined, undefined, { redelivered: [true, false, false] });
+    expect(sent).toEqual(["PutItemCommand", "PutItemCommand", "PutItemCommand"]);
+    sent.length = 0;
+    await s.claimMany(batch);
+    expect(sent).toEqual(["PutItemCommand", "PutItemCommand", "PutItemCommand"]);
+  });
+
+  it("always: reads every id even without hints (10 duplicates: 1 request; 10 new: 1 read + 10 puts)", async () => {
+    const dups = ids("always-dup");
+    const { s, sent } = await primed({ precheck: "always" }, dups);
+    expect((await s.claimMany(dups)).every((a) => a.status === "done")).toBe(true);
+    expect(sent).toEqual(["BatchGetItemCommand"]);
+    sent.length = 0;
+    expect((await s.claimMany(ids("always-new"))).every((a) => a.status === "claimed")).toBe(true);
+    expect(sent.filter((name) => name === "BatchGetItemCommand")).toHaveLength(1);
+    expect(sent.filter((name) => name === "PutItemCommand")).toHaveLength(10);
+  });
+
+  it("never: 10 redelivered duplicates are decided by 10 PutItem, as before", async () => {
+    const batch = ids("never-dup");
+    const { s, sent } = await primed({ precheck: "never" }, batch);
+    const answers = await s.claimMany(batch, undefined, undefined, { redelivered: flags(10, true) });
+    expect(answers.every((a) => a.status === "done")).toBe(true);
+    expect(sent).toEqual(flags(10, true).map(() => "PutItemCommand"));
+  });
+
+  it("claims what the read shows with an expired lease or retention (the conditional put decides)", async () => {
+    const expired = ids("expired-done", 3);
+    const lapsed = ids("expired-lease", 3);
+    const { s, sent } = await primed({ retentionMs: 150, leaseMs: 150 }, expired);
+    await s.claimMany(lapsed);
+    await new Promise((r) => setTimeout(r, 250));
+    sent.length = 0;
+    const batch = [...expired, ...lapsed];
+    const answers = await s.claimMany(batch, undefined, undefined, { redelivered: flags(6, true) });
+    expect(answers.map((a) => a.status)).toEqual(flags(6, true).map(() => "claimed"));
+    expect(sent.filter((name) => name === "BatchGetItemCommand")).toHaveLength(1);
+    expect(sent.filter((name) => name === "PutItemCommand")).toHaveLength(6);
+  });
+
+  it("answers copies of one id in a prechecked call like consecutive claims", async () => {
+    const { s } = await primed({}, ["copy-done"]);
+    const answers = await s.claimMany(["copy-done", "copy-done", "copy-new", "copy-new"], undefined, ["a", "b", "c", "d"], {
+      redelivered: [true, true, true, false],
+    });
+    expect(answers).toEqual([
+      { status: "done", fingerprint: "fp-copy-done" },
+      { status: "done", fingerprint: "fp-copy-done" },
+      expect.objectContaining({ status: "claimed" }),
+      expect.objectContaining({ status: "in-flight", fingerprint: "c" }),
+    ]);
+  });
+
+  it("falls back to the puts when the read fails (mock: BatchGetItem throws, as under an outage of reads only)", async () => {
+    const client = new DynamoDBClient(clientConfig({ maxAttempts: 1 }));
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === "BatchGetItemCommand") throw Object.assign(new Error("simulated"), { name: "InternalServerError" });
+        return next(args);
+      },
+      { step: "initialize", name: "failReads" },
+    );
+    const sent = countRequests(client);
+    const s = store({ client });
+    await s.rememberMany(["rf-1", "rf-2"]);
+    sent.length = 0;
+    const answers = await s.claimMany(["rf-1", "rf-2", "rf-3"], undefined, undefined, { redelivered: [true, true, true] });
+    expect(answers.map((a) => a.status)).toEqual(["done", "done", "claimed"]);
+    expect(sent).toEqual(["PutItemCommand", "PutItemCommand", "PutItemCommand"]);
+  });
+
+  it("validates the policy", () => {
+    expect(() => store({ precheck: "sometimes" as never })).toThrow(/precheck/);
+    expect(store().precheck).toBe("auto");
   });
 });
