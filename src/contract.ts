@@ -53,7 +53,9 @@ export interface Store {
   seen(id: string): Promise<boolean> | boolean;
   /**
    * Record the id as processed (the commit). Kept for the store's retention window.
-   * `fingerprint` (optional) is kept with it; a claiming store keeps the one of the claim when none is given.
+   * `fingerprint` (optional) is stored with it. Without one, a claiming store keeps the claim's
+   * where its commit can (memory, Redis, Durable Object, Postgres, D1) or stores none where the
+   * commit is a blind write (DynamoDB's BatchWriteItem); the engine always passes the message's.
    */
   remember(id: string, fingerprint?: string): Promise<void> | void;
   /** Drop the id, whatever its state, so that a deliberate replay runs again. */

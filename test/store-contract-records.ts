@@ -30,6 +30,8 @@ export interface RecordSuiteContext<S extends Store> {
   pastShort(): Promise<void>;
   itRetention: typeof it | typeof it.skip;
   itLease: typeof it | typeof it.skip;
+  /** Tests of a commit WITHOUT a fingerprint keeping the claim's (a store whose commit is a blind write skips them). */
+  itKeepsFingerprint: typeof it | typeof it.skip;
 }
 
 /** Fingerprints that would break a lossy transport or a naive value layout. */
@@ -60,11 +62,20 @@ async function rememberAll(store: Store, ids: string[], fingerprints?: (string |
 }
 
 export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
-  const { fake, long, itRetention, itLease } = ctx;
+  const { fake, long, itRetention, itLease, itKeepsFingerprint } = ctx;
 
   if (ctx.claims) {
     describe("fingerprints on claims", () => {
-      it("claim stores the fingerprint; in-flight and done answers return it, and remember keeps it", async () => {
+      it("claim stores the fingerprint; in-flight and done answers return it, and remember with it keeps it", async () => {
+        const store = await ctx.makeClaiming();
+        expect((await store.claim("f", undefined, "fp-A")).status).toBe("claimed");
+        expect(await store.claim("f", undefined, "fp-other")).toMatchObject({ status: "in-flight", fingerprint: "fp-A" });
+        // What the engine does: the commit carries the message's fingerprint.
+        await store.remember("f", "fp-A");
+        expect(await store.claim("f", undefined, "fp-other")).toStrictEqual({ status: "done", fingerprint: "fp-A" });
+      });
+
+      itKeepsFingerprint("remember without a fingerprint keeps the claim's", async () => {
         const store = await ctx.makeClaiming();
         expect((await store.claim("f", undefined, "fp-A")).status).toBe("claimed");
         const held = await store.claim("f", undefined, "fp-other");
@@ -74,7 +85,7 @@ export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
         expect(await store.seen("f")).toBe(true);
       });
 
-      it("batch forms: mixed fingerprints and undefined entries in one batch, each answered as stored", async () => {
+      itKeepsFingerprint("batch forms: mixed fingerprints and undefined entries in one batch, each answered as stored", async () => {
         const store = await ctx.makeClaiming();
         const first = await claimAll(store, ["a", "b", "c"], ["fp-a", undefined, "fp-c"]);
         expect(first.map((claim) => claim.status)).toEqual(["claimed", "claimed", "claimed"]);
@@ -120,7 +131,7 @@ export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
         await claimAll(store, ids, [...ODD_FINGERPRINTS]);
         const held = await claimAll(store, ids);
         expect(held.map((claim) => (claim.status === "in-flight" ? claim.fingerprint : claim.status))).toEqual(ODD_FINGERPRINTS);
-        await rememberAll(store, ids);
+        await rememberAll(store, ids, [...ODD_FINGERPRINTS]);
         const done = await claimAll(store, ids);
         expect(done.map((claim) => (claim.status === "done" ? claim.fingerprint : claim.status))).toEqual(ODD_FINGERPRINTS);
       });
@@ -241,7 +252,7 @@ export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
         expect(held?.leaseLeftMs).toBeLessThanOrEqual(lease + 1000);
         await store.claim("plain", lease);
         expect(fields(await inspectOf(store, "plain"))).toEqual(["leaseLeftMs", "status"]);
-        await store.remember("i");
+        await store.remember("i", "fp-i");
         const done = await inspectOf(store, "i");
         expect(done).toMatchObject({ status: "done", fingerprint: "fp-i" });
         expect(done?.retentionLeftMs).toBeGreaterThan(long / 2);

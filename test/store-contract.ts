@@ -40,7 +40,7 @@ export interface StoreHarness<S extends Store = Store> {
   /** Multiplies every time window the suite uses with a real clock (default 1: leases of 300 ms). */
   timeScale?: number;
   /** Parts of the suite this backend cannot run, with the reason printed as the skip. */
-  skip?: Partial<Record<"retention" | "lease-expiry", string>>;
+  skip?: Partial<Record<"retention" | "lease-expiry" | "commit-keeps-fingerprint", string>>;
   /** Rounds of the 50-concurrent-claims race (default 3). */
   raceRounds?: number;
 }
@@ -397,6 +397,7 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
       pastShort,
       itRetention,
       itLease,
+      itKeepsFingerprint: harness.skip?.["commit-keeps-fingerprint"] ? it.skip : it,
     });
 
     describe("BabelQueue idempotency sequences", () => {
