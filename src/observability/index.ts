@@ -44,7 +44,7 @@ export {
   analyticsDataPoint,
   emfDocuments,
 } from "./metrics.js";
-export type { OtelApi, OtelContext, OtelSpan, OtelSpanContext, OtelTracer } from "./otel-api.js";
+export type { OtelApi, OtelContext, OtelSpan, OtelSpanContext, OtelTraceState, OtelTracer } from "./otel-api.js";
 export { isReplay, parseTraceparent, spanIdOf, traceIdOf } from "./trace-context.js";
 export { BatchTracing, type MessagingSystem, type TracingOptions } from "./tracing.js";
 

@@ -10,7 +10,7 @@
  */
 
 /** `SpanKind.CONSUMER`. */
-export const SPAN_KIND_CONSUMER = 3;
+export const SPAN_KIND_CONSUMER = 4;
 /** `SpanStatusCode.ERROR`. */
 export const SPAN_STATUS_ERROR = 2;
 /** `TraceFlags.SAMPLED`. */
@@ -21,13 +21,21 @@ export interface OtelContext {
   getValue(key: symbol): unknown;
 }
 
+/** An OpenTelemetry `TraceState` (the W3C `tracestate` entries). */
+export interface OtelTraceState {
+  set(key: string, value: string): OtelTraceState;
+  unset(key: string): OtelTraceState;
+  get(key: string): string | undefined;
+  serialize(): string;
+}
+
 /** An OpenTelemetry `SpanContext`. */
 export interface OtelSpanContext {
   traceId: string;
   spanId: string;
   traceFlags: number;
   isRemote?: boolean;
-  traceState?: unknown;
+  traceState?: OtelTraceState;
 }
 
 export type OtelAttributeValue = string | number | boolean;
@@ -35,7 +43,6 @@ export type OtelAttributeValue = string | number | boolean;
 /** An OpenTelemetry `Link`. */
 export interface OtelLink {
   context: OtelSpanContext;
-  attributes?: Record<string, OtelAttributeValue>;
 }
 
 /** The members of an OpenTelemetry `Span` used here. */
@@ -70,5 +77,5 @@ export interface OtelApi {
     with<T>(context: OtelContext, fn: () => T): T;
   };
   /** Used when present to carry a producer's `tracestate`. */
-  createTraceState?(raw?: string): unknown;
+  createTraceState?(raw?: string): OtelTraceState;
 }
