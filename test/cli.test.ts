@@ -28,7 +28,10 @@ const upstashToken = inject("upstashToken");
 const AWS_SECRET = "cli-test-secret-access-key-0123456789";
 
 let runs = 0;
-const namespace = (name: string) => `cli-${name}-${Date.now().toString(36)}-${(runs += 1)}`;
+const namespace = (name: string) => {
+  runs += 1;
+  return `cli-${name}-${Date.now().toString(36)}-${runs}`;
+};
 
 /** Runs the CLI in-process; returns its exit code and output. */
 async function cli(argv: string[], env: Record<string, string | undefined> = {}, stdin = "") {

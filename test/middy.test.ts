@@ -27,7 +27,10 @@ import { observedSqsHandler } from "./observability/wired.js";
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-middy-${Date.now().toString(36)}`;
 let namespaces = 0;
-const store = () => new DynamoDBStore({ table, namespace: `middy-${(namespaces += 1)}`, clientConfig: localClientConfig(endpoint) });
+const store = () => {
+  namespaces += 1;
+  return new DynamoDBStore({ table, namespace: `middy-${namespaces}`, clientConfig: localClientConfig(endpoint) });
+};
 
 beforeAll(async () => {
   await createIdempotencyTable(new DynamoDBClient(localClientConfig(endpoint)), idempotencyTableDefinition(table));

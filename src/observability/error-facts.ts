@@ -36,7 +36,7 @@ export interface ErrorFacts {
   readonly cause?: { readonly name: string; readonly code?: string };
 }
 
-const IDENTIFIER = /^[A-Za-z0-9_.:\-]{1,64}$/;
+const IDENTIFIER = /^[A-Za-z0-9_.:-]{1,64}$/;
 const MAX_DETAIL = 200;
 
 /** An own data property, never a getter, never the prototype chain (a hostile error cannot run code here). */

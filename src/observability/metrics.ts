@@ -190,7 +190,9 @@ export function emfDocuments(tally: BatchTally, target: { namespace: string; ser
   for (const measure of measures(tally)) {
     for (let start = 0, part = 0; start < measure.values.length; start += EMF_MAX_VALUES, part += 1) {
       const values = measure.values.slice(start, start + EMF_MAX_VALUES);
-      (chunks[part] ??= []).push({ ...measure, values });
+      const chunk = chunks[part] ?? [];
+      chunk.push({ ...measure, values });
+      chunks[part] = chunk;
     }
   }
   return chunks.map((chunk) => {

@@ -5,9 +5,9 @@
  *
  * Until the engine emits the full event set of src/events.ts, the driver fills the gap the way the
  * new engine will: it adds `messageId` and `attempts` to each `result`, and it calls the
- * interceptor around the handler (the current engine takes no `intercept`). It does NOT fake
- * `batch-start` / `batch-end` unless asked (`batchEvents: true`), so the "engine never says
- * batch-end" path is exercised too.
+ * interceptor around the handler (the current engine takes no `intercept`). The harness owns
+ * `batch-start` / `batch-end`: it emits them only when asked (`batchEvents: true`) and drops an
+ * engine's own, so the "engine never says batch-end" path is exercised with either engine.
  */
 import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
@@ -98,7 +98,10 @@ export async function runBatch(
     },
     {
       ...engineOptions,
-      observe: (event: CurrentEngineEvent) => {
+      observe: (engineEvent: CurrentEngineEvent) => {
+        const event = engineEvent as CurrentEngineEvent | EngineEvent;
+        // The harness owns the batch events (`batchEvents`), whichever engine runs underneath.
+        if (event.type === "batch-start" || event.type === "batch-end") return;
         if (event.type === "result") {
           const delivery = deliveries[event.index];
           observation.observe({
@@ -107,7 +110,7 @@ export async function runBatch(
             attempts: attemptsByIndex.get(event.index) ?? delivery?.redeliveries ?? 0,
             ...(delivery?.messageId === undefined ? {} : { messageId: delivery.messageId }),
           });
-        } else observation.observe(event);
+        } else observation.observe(event as EngineEvent);
       },
     },
   );

@@ -24,7 +24,9 @@ describe("outcome lines from synthetic events", () => {
     const observe = outcomeLogger(logger, "orders");
     if (observe === undefined) throw new Error("logger on");
     const statuses = ["ran", "duplicate", "in-flight", "failed", "invalid", "conflict", "commit-failed"];
-    statuses.forEach((status, i) => observe(result(i, status, { key: `id-${i}`, messageId: `m-${i}`, attempts: i })));
+    statuses.forEach((status, i) => {
+      observe(result(i, status, { key: `id-${i}`, messageId: `m-${i}`, attempts: i }));
+    });
     expect(lines.map((line) => [line.fields.status, line.level])).toEqual([
       ["duplicate", "info"],
       ["in-flight", "info"],

@@ -10,7 +10,10 @@ import { adminRoute, sameSecret } from "../../examples/worker/admin.js";
 
 const TOKEN = "an-admin-token-of-32-characters!";
 let runs = 0;
-const namespace = () => `admin-${Date.now().toString(36)}-${(runs += 1)}`;
+const namespace = () => {
+  runs += 1;
+  return `admin-${Date.now().toString(36)}-${runs}`;
+};
 
 /** A request to the route; `token` null sends no Authorization header. */
 function request(path: string, init: RequestInit = {}, token: string | null = TOKEN): Request {
