@@ -49,6 +49,11 @@ export interface RunInfo {
   readonly messageId?: string;
   /** Out-of-band headers of the delivery (SQS message attributes), when the runtime has them. */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * The message's `trace_id` (a BabelQueue envelope's, or an own string `trace_id` of a custom
+   * message), for a tracer's fallback parent when there is no `traceparent` header.
+   */
+  readonly traceId?: string;
 }
 
 /**

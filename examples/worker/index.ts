@@ -4,6 +4,8 @@
  *
  *   POST /jobs  {"job": "urn:babel:orders:created", "data": {...}, "id"?: "...", "copies"?: 1-5}
  *     → sends a schema_version-1 envelope to the queue (`copies` > 1 sends duplicates on purpose).
+ *   GET / DELETE /admin/ids/<id>  → inspect / forget an id in the store (./admin.ts). OFF unless
+ *     ADMIN_ROUTES = "on" and the ADMIN_TOKEN secret is set; then it needs that Bearer token.
  *
  * The consumer claims every id in the Durable Object store before running it: duplicates are
  * acknowledged without running, an id another delivery is running is retried after that lease,
@@ -13,11 +15,12 @@
  * never from [vars] or this file.
  */
 import { DurableObjectStore, queueHandler } from "babelqueue-serverless/cloudflare";
+import { type AdminEnv, adminRoute } from "./admin.js";
 
 // The Durable Object class must be exported from the Worker's main module.
 export { IdempotencyObject } from "babelqueue-serverless/cloudflare";
 
-export interface Env {
+export interface Env extends AdminEnv {
   QUEUE: Queue;
   IDEMPOTENCY: DurableObjectNamespace<import("babelqueue-serverless/cloudflare").IdempotencyObject>;
   SEEN: KVNamespace;
@@ -67,15 +70,20 @@ async function produce(request: Request, env: Env): Promise<Response> {
   return Response.json({ id, copies }, { status: 202 });
 }
 
+/** The idempotency store: the consumer and the admin route see the same records. */
+const idempotencyStore = (env: Env) => new DurableObjectStore(env.IDEMPOTENCY, { namespace: "example" });
+
 export default {
   async fetch(request, env) {
+    const admin = await adminRoute(request, env, () => idempotencyStore(env));
+    if (admin !== undefined) return admin;
     const url = new URL(request.url);
     if (url.pathname === "/jobs" && request.method === "POST") return produce(request, env);
     return new Response("POST /jobs\n", { status: 404 });
   },
 
   queue: queueHandler<Env>({
-    store: (env) => new DurableObjectStore(env.IDEMPOTENCY, { namespace: "example" }),
+    store: idempotencyStore,
     handle: async (message, ctx) => {
       // The side effect, run once per meta.id. Log ids and counts, never payloads or secrets.
       console.log(`ran ${message.job} id=${ctx.key ?? "(none)"} attempts=${ctx.attempts} dedupe=${ctx.dedupe}`);

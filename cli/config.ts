@@ -1,0 +1,189 @@
+/**
+ * The operator CLI's command line: which command, which ids, which store, from flags first and
+ * the environment second. Parsing never touches a backend.
+ *
+ *   babelqueue-serverless inspect <id…|-> [store flags] [--json]
+ *   babelqueue-serverless forget  <id…|-> [store flags] [--yes] [--dry-run] [--json]
+ *
+ * Store flags (environment in brackets):
+ *   --store dynamodb|upstash|redis|postgres                    [BQ_STORE; else inferred from what is set]
+ *   --namespace N                                              [BQ_NAMESPACE; default ""]
+ *   dynamodb: --table T [BQ_TABLE, IDEMPOTENCY_TABLE] --endpoint URL [AWS_ENDPOINT_URL_DYNAMODB,
+ *             AWS_ENDPOINT_URL] --region R [AWS_REGION, AWS_DEFAULT_REGION] --key-attribute A
+ *             (credentials: the AWS SDK's default chain, never a flag)
+ *   upstash:  --url URL [UPSTASH_REDIS_REST_URL] --token T [UPSTASH_REDIS_REST_TOKEN; prefer the variable]
+ *   redis:    --url redis://… [REDIS_URL]   (ioredis)        --prefix P (default "bq:")
+ *   postgres: --url postgres://… [DATABASE_URL]   (pg)       --table T (default: the store's)
+ *
+ * What this is *not*: a place that prints a credential. `secrets` lists every value that must
+ * never appear in output (tokens, URL passwords); the CLI redacts them from every message.
+ */
+import { parseArgs } from "node:util";
+
+export type StoreKind = "dynamodb" | "upstash" | "redis" | "postgres";
+export const STORE_KINDS: readonly StoreKind[] = ["dynamodb", "upstash", "redis", "postgres"];
+
+export interface CliConfig {
+  readonly command: "inspect" | "forget" | "help";
+  /** Ids as given; "-" means "read ids from stdin, one per line". */
+  readonly ids: readonly string[];
+  readonly json: boolean;
+  readonly yes: boolean;
+  readonly dryRun: boolean;
+  readonly store: StoreConfig | undefined;
+  /** Values that must never be printed. */
+  readonly secrets: readonly string[];
+}
+
+export type StoreConfig =
+  | { readonly kind: "dynamodb"; readonly namespace: string; readonly table: string; readonly endpoint?: string; readonly region?: string; readonly keyAttribute?: string }
+  | { readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string }
+  | { readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string }
+  | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string };
+
+/** A mistake in the command line: printed with the usage, exit code 2. */
+export class UsageError extends Error {
+  override readonly name = "UsageError";
+}
+
+export const USAGE = `babelqueue-serverless: look at or forget idempotency records
+
+usage:
+  babelqueue-serverless inspect <id…> [store] [--json]
+  babelqueue-serverless forget  <id…> [store] [--yes] [--dry-run] [--json]
+  (an id of "-" reads ids from stdin, one per line)
+
+store (flags, or the environment in brackets):
+  --store dynamodb|upstash|redis|postgres        [BQ_STORE, else inferred]
+  --namespace N                                  [BQ_NAMESPACE] (the store's namespace option)
+  dynamodb  --table T [BQ_TABLE, IDEMPOTENCY_TABLE]  --endpoint URL [AWS_ENDPOINT_URL_DYNAMODB]
+            --region R [AWS_REGION]  --key-attribute A   (credentials: the AWS SDK's default chain)
+  upstash   --url URL [UPSTASH_REDIS_REST_URL]  token: [UPSTASH_REDIS_REST_TOKEN] (or --token)
+  redis     --url redis://… [REDIS_URL]  --prefix P     (needs ioredis)
+  postgres  --url postgres://… [DATABASE_URL]  --table T (needs pg)
+
+forget drops an id whatever its state, so its next delivery runs the effect again. With more than
+one id it only shows what it would do unless --yes is given; an id that is in flight right now
+needs --yes too.`;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function pick(...values: (string | undefined)[]): string | undefined {
+  return values.find((value) => typeof value === "string" && value !== "");
+}
+
+/** The password of a URL, when it has one (to redact it). */
+function urlSecrets(url: string | undefined): string[] {
+  if (url === undefined) return [];
+  try {
+    const parsed = new URL(url);
+    return [parsed.password, decodeURIComponent(parsed.password)].filter((secret) => secret !== "");
+  } catch {
+    return [];
+  }
+}
+
+function inferKind(flags: Record<string, string | boolean | undefined>, env: Env): StoreKind | undefined {
+  const explicit = pick(flags.store as string | undefined, env.BQ_STORE);
+  if (explicit !== undefined) {
+    if (!(STORE_KINDS as readonly string[]).includes(explicit)) throw new UsageError(`--store must be one of ${STORE_KINDS.join(", ")}`);
+    return explicit as StoreKind;
+  }
+  if (pick(flags.table as string | undefined, env.BQ_TABLE, env.IDEMPOTENCY_TABLE) !== undefined && flags.url === undefined) return "dynamodb";
+  const url = flags.url as string | undefined;
+  if (url !== undefined) {
+    if (/^rediss?:\/\//.test(url)) return "redis";
+    if (/^postgres(ql)?:\/\//.test(url)) return "postgres";
+    if (/^https:\/\//.test(url)) return "upstash";
+  }
+  if (pick(env.UPSTASH_REDIS_REST_URL) !== undefined) return "upstash";
+  if (pick(env.REDIS_URL) !== undefined) return "redis";
+  if (pick(env.DATABASE_URL) !== undefined) return "postgres";
+  return undefined;
+}
+
+function storeConfig(flags: Record<string, string | boolean | undefined>, env: Env): { store: StoreConfig; secrets: string[] } {
+  const kind = inferKind(flags, env);
+  if (kind === undefined) throw new UsageError("which store? give --store (or --table, --url, or the environment variables below)");
+  const namespace = pick(flags.namespace as string | undefined, env.BQ_NAMESPACE) ?? "";
+  const flag = (name: string) => flags[name] as string | undefined;
+  switch (kind) {
+    case "dynamodb": {
+      const table = pick(flag("table"), env.BQ_TABLE, env.IDEMPOTENCY_TABLE);
+      if (table === undefined) throw new UsageError("dynamodb needs --table (or BQ_TABLE)");
+      const endpoint = pick(flag("endpoint"), env.AWS_ENDPOINT_URL_DYNAMODB, env.AWS_ENDPOINT_URL);
+      const region = pick(flag("region"), env.AWS_REGION, env.AWS_DEFAULT_REGION);
+      const keyAttribute = flag("key-attribute");
+      return {
+        store: {
+          kind,
+          namespace,
+          table,
+          ...(endpoint === undefined ? {} : { endpoint }),
+          ...(region === undefined ? {} : { region }),
+          ...(keyAttribute === undefined ? {} : { keyAttribute }),
+        },
+        secrets: [...urlSecrets(endpoint), ...[env.AWS_SECRET_ACCESS_KEY, env.AWS_SESSION_TOKEN].filter((s): s is string => typeof s === "string" && s !== "")],
+      };
+    }
+    case "upstash": {
+      const url = pick(flag("url"), env.UPSTASH_REDIS_REST_URL);
+      const token = pick(flag("token"), env.UPSTASH_REDIS_REST_TOKEN);
+      if (url === undefined || token === undefined) throw new UsageError("upstash needs --url and a token (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN)");
+      const prefix = flag("prefix");
+      return { store: { kind, namespace, url, token, ...(prefix === undefined ? {} : { prefix }) }, secrets: [token, ...urlSecrets(url)] };
+    }
+    case "redis": {
+      const url = pick(flag("url"), env.REDIS_URL);
+      if (url === undefined) throw new UsageError("redis needs --url redis://… (or REDIS_URL)");
+      const prefix = flag("prefix");
+      return { store: { kind, namespace, url, ...(prefix === undefined ? {} : { prefix }) }, secrets: urlSecrets(url) };
+    }
+    case "postgres": {
+      const url = pick(flag("url"), env.DATABASE_URL);
+      if (url === undefined) throw new UsageError("postgres needs --url postgres://… (or DATABASE_URL)");
+      const table = flag("table");
+      return { store: { kind, namespace, url, ...(table === undefined ? {} : { table }) }, secrets: [...urlSecrets(url), ...[env.PGPASSWORD].filter((s): s is string => typeof s === "string" && s !== "")] };
+    }
+  }
+}
+
+/** Parses a command line (without `node` and the script). Throws `UsageError`. */
+export function parseCommandLine(argv: readonly string[], env: Env): CliConfig {
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        store: { type: "string" },
+        namespace: { type: "string" },
+        table: { type: "string" },
+        endpoint: { type: "string" },
+        region: { type: "string" },
+        "key-attribute": { type: "string" },
+        url: { type: "string" },
+        token: { type: "string" },
+        prefix: { type: "string" },
+        json: { type: "boolean" },
+        yes: { type: "boolean", short: "y" },
+        "dry-run": { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    // parseArgs names the unknown flag; it never echoes a flag's value.
+    throw new UsageError(error instanceof Error ? error.message : "bad arguments");
+  }
+  const flags = parsed.values as Record<string, string | boolean | undefined>;
+  const [command, ...ids] = parsed.positionals;
+  const base = { json: flags.json === true, yes: flags.yes === true, dryRun: flags["dry-run"] === true };
+  if (flags.help === true || command === undefined || command === "help") {
+    return { command: "help", ids: [], store: undefined, secrets: [], ...base };
+  }
+  if (command !== "inspect" && command !== "forget") throw new UsageError(`unknown command "${command}" (inspect or forget)`);
+  if (ids.length === 0) throw new UsageError(`${command} needs at least one id (or "-" to read them from stdin)`);
+  const { store, secrets } = storeConfig(flags, env);
+  return { command, ids, store, secrets, ...base };
+}

@@ -1,0 +1,83 @@
+/**
+ * A checker of the CloudWatch Embedded Metric Format specification (AWS, "Specification: Embedded
+ * metric format"), for the metrics tests. Returns the list of violations (empty when valid):
+ *
+ * - the root is a JSON object with `_aws` = { Timestamp: epoch ms number, CloudWatchMetrics: [MetricDirective…] };
+ * - a MetricDirective is { Namespace: string (1–255), Dimensions: [DimensionSet…], Metrics: [MetricDefinition…] (≤ 100) };
+ * - a DimensionSet is an array of ≤ 30 strings, each a root member whose value is a string (≤ 1024 chars);
+ * - a MetricDefinition is { Name: string (1–255), Unit?: a CloudWatch unit, StorageResolution?: 1 | 60 }
+ *   and nothing else; its Name is a root member whose value is a number or an array of ≤ 100 numbers;
+ * - the document is at most 1 MB.
+ */
+const UNITS = new Set([
+  "Seconds", "Microseconds", "Milliseconds", "Bytes", "Kilobytes", "Megabytes", "Gigabytes", "Terabytes",
+  "Bits", "Kilobits", "Megabits", "Gigabits", "Terabits", "Percent", "Count", "Bytes/Second",
+  "Kilobytes/Second", "Megabytes/Second", "Gigabytes/Second", "Terabytes/Second", "Bits/Second",
+  "Kilobits/Second", "Megabits/Second", "Gigabits/Second", "Terabits/Second", "Count/Second", "None",
+]);
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
+const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value);
+
+export function emfViolations(line: string): string[] {
+  const problems: string[] = [];
+  if (new TextEncoder().encode(line).length > 1024 * 1024) problems.push("larger than 1 MB");
+  let root: unknown;
+  try {
+    root = JSON.parse(line);
+  } catch {
+    return ["not JSON"];
+  }
+  if (!isObject(root)) return ["root is not an object"];
+  const aws = root._aws;
+  if (!isObject(aws)) return ["no _aws object"];
+  if (!isFiniteNumber(aws.Timestamp) || !Number.isInteger(aws.Timestamp) || aws.Timestamp < 1e12) problems.push("_aws.Timestamp is not epoch milliseconds");
+  if (!Array.isArray(aws.CloudWatchMetrics)) return [...problems, "_aws.CloudWatchMetrics is not an array"];
+  for (const directive of aws.CloudWatchMetrics as unknown[]) {
+    if (!isObject(directive)) {
+      problems.push("a MetricDirective is not an object");
+      continue;
+    }
+    const extra = Object.keys(directive).filter((key) => !["Namespace", "Dimensions", "Metrics"].includes(key));
+    if (extra.length > 0) problems.push(`MetricDirective has extra members ${extra.join(",")}`);
+    if (typeof directive.Namespace !== "string" || directive.Namespace.length < 1 || directive.Namespace.length > 255) problems.push("Namespace");
+    if (!Array.isArray(directive.Dimensions)) problems.push("Dimensions is not an array");
+    else {
+      for (const set of directive.Dimensions as unknown[]) {
+        if (!Array.isArray(set) || set.length > 30) {
+          problems.push("a DimensionSet is not an array of at most 30");
+          continue;
+        }
+        for (const name of set as unknown[]) {
+          if (typeof name !== "string") problems.push("a dimension name is not a string");
+          else if (typeof root[name] !== "string" || (root[name] as string).length > 1024) problems.push(`dimension ${name} has no string value on the root`);
+        }
+      }
+    }
+    if (!Array.isArray(directive.Metrics) || directive.Metrics.length > 100) {
+      problems.push("Metrics is not an array of at most 100");
+      continue;
+    }
+    for (const definition of directive.Metrics as unknown[]) {
+      if (!isObject(definition)) {
+        problems.push("a MetricDefinition is not an object");
+        continue;
+      }
+      const extraFields = Object.keys(definition).filter((key) => !["Name", "Unit", "StorageResolution"].includes(key));
+      if (extraFields.length > 0) problems.push(`MetricDefinition has extra members ${extraFields.join(",")}`);
+      const name = definition.Name;
+      if (typeof name !== "string" || name.length < 1 || name.length > 255) {
+        problems.push("a metric Name is not a string of 1-255");
+        continue;
+      }
+      if (definition.Unit !== undefined && !UNITS.has(definition.Unit as string)) problems.push(`${name}: unit ${String(definition.Unit)}`);
+      if (definition.StorageResolution !== undefined && definition.StorageResolution !== 1 && definition.StorageResolution !== 60) {
+        problems.push(`${name}: StorageResolution`);
+      }
+      const value = root[name];
+      const valid = isFiniteNumber(value) || (Array.isArray(value) && value.length >= 1 && value.length <= 100 && value.every(isFiniteNumber));
+      if (!valid) problems.push(`${name}: the root value is not a number or an array of at most 100 numbers`);
+    }
+  }
+  return problems;
+}

@@ -1,0 +1,270 @@
+/**
+ * OpenTelemetry tracing, recorded with @opentelemetry/sdk-trace-base's InMemorySpanExporter: one
+ * span per batch and per message (messaging semantic conventions), the producer's trace continued
+ * from `traceparent` or from the envelope's `trace_id` exactly as BabelQueue's own SDK maps it,
+ * through the batch engine on InMemoryStore and from synthetic event sequences.
+ *
+ * The context manager below is a 15-line AsyncLocalStorage one (what
+ * @opentelemetry/context-async-hooks provides), so the handler's active span can be observed.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { createHash } from "node:crypto";
+import * as otel from "@opentelemetry/api";
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { InMemoryStore } from "../../src/memory-store.js";
+import { createObservability, type OtelApi, spanIdOf, traceIdOf } from "../../src/observability/index.js";
+import { BatchTracing } from "../../src/observability/tracing.js";
+import { parseTraceparent } from "../../src/observability/trace-context.js";
+import { body, result, runBatch } from "./harness.js";
+
+class AsyncLocalContextManager implements otel.ContextManager {
+  readonly #storage = new AsyncLocalStorage<otel.Context>();
+  active(): otel.Context {
+    return this.#storage.getStore() ?? otel.ROOT_CONTEXT;
+  }
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: otel.Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+    return this.#storage.run(context, () => fn.apply(thisArg, args));
+  }
+  bind<T>(_context: otel.Context, target: T): T {
+    return target;
+  }
+  enable(): this {
+    return this;
+  }
+  disable(): this {
+    this.#storage.disable();
+    return this;
+  }
+}
+
+const exporter = new InMemorySpanExporter();
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+const tracer = provider.getTracer("test");
+// The real module fits the structural type the package declares (a compile-time check).
+const api: OtelApi = otel;
+
+beforeAll(() => {
+  otel.context.setGlobalContextManager(new AsyncLocalContextManager());
+});
+afterAll(() => {
+  otel.context.disable();
+});
+beforeEach(() => exporter.reset());
+
+const spans = () => exporter.getFinishedSpans();
+const byKey = (key: string) => spans().find((span) => span.attributes["babelqueue.key"] === key) as ReadableSpan;
+const hex = (text: string) => createHash("sha256").update(text).digest("hex");
+const UUID_TRACE = "7b3f9c2a-e41d-4f88-9b2a-1c0d5e6f7a8b";
+
+describe("BabelQueue's trace_id mapping", () => {
+  it("maps a UUID to its hex digits and anything else to SHA-256, with the same parent span id as @babelqueue/core/otel", async () => {
+    expect(await traceIdOf(UUID_TRACE)).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
+    expect(await traceIdOf(UUID_TRACE.toUpperCase())).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
+    expect(await traceIdOf("order-flow-42")).toBe(hex("order-flow-42").slice(0, 32));
+    expect(await traceIdOf("00000000-0000-0000-0000-000000000000")).toBe(hex("00000000-0000-0000-0000-000000000000").slice(0, 32));
+    expect(await traceIdOf("z".repeat(32))).toBe(hex("z".repeat(32)).slice(0, 32));
+    expect(await spanIdOf("order-flow-42")).toBe(hex("babelqueue-span:order-flow-42").slice(0, 16));
+  });
+
+  it("accepts a W3C traceparent only in its exact form", () => {
+    const valid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    expect(parseTraceparent(valid)).toEqual({ traceId: "0af7651916cd43dd8448eb211c80319c", spanId: "b7ad6b7169203331", traceFlags: 1, isRemote: true });
+    expect(parseTraceparent(` ${valid} `)?.spanId).toBe("b7ad6b7169203331");
+    expect(parseTraceparent("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future")?.traceId).toBe("0af7651916cd43dd8448eb211c80319c");
+    for (const bad of [
+      undefined,
+      "",
+      "garbage",
+      `${valid}-extra`, // version 00 has no more fields
+      "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+      "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+      "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+    ]) {
+      expect(parseTraceparent(bad), String(bad)).toBeUndefined();
+    }
+  });
+});
+
+describe("spans through the batch engine", () => {
+  it("one batch span and one span per message; producer traces continued; the handler runs inside its span", async () => {
+    const store = new InMemoryStore({ namespace: "trace" });
+    await store.remember("done-before");
+    const producer = tracer.startSpan("publish orders", { kind: otel.SpanKind.PRODUCER });
+    producer.end();
+    const producerContext = producer.spanContext();
+    const traceparent = `00-${producerContext.traceId}-${producerContext.spanId}-01`;
+
+    const invocation = tracer.startSpan("lambda invocation");
+    const activeInHandler = new Map<string, string | undefined>();
+    const observation = createObservability({ logger: false, tracing: { api, tracer } }, { system: "aws_sqs" }).batch({ queue: "orders", size: 7 });
+    const results = await otel.context.with(otel.trace.setSpan(otel.context.active(), invocation), () =>
+      runBatch(
+        store,
+        async (message, context) => {
+          activeInHandler.set(context.key ?? "", otel.trace.getActiveSpan()?.spanContext().spanId);
+          await new Promise((resolve) => setTimeout(resolve, 2)); // across an await, still the same span
+          if (otel.trace.getActiveSpan()?.spanContext().spanId !== activeInHandler.get(context.key ?? "")) throw new Error("context lost");
+          if (message.data.mode === "throw") throw new TypeError("declined card 4111");
+        },
+        [
+          { body: body("with-traceparent"), messageId: "m0", headers: { traceparent, tracestate: "vendor=1" } },
+          { body: body("with-uuid-trace", {}, UUID_TRACE), messageId: "m1" },
+          { body: body("with-other-trace", {}, "order-flow-42"), messageId: "m2", headers: { "bq-replay-bypass": "1", traceparent: "garbage" } },
+          { body: body("done-before"), messageId: "m3" },
+          { body: body("throws", { mode: "throw" }, "trace-throws"), messageId: "m4", redeliveries: 3 },
+          { body: "not json", messageId: "m5" },
+          { body: body("with-uuid-trace", {}, UUID_TRACE), messageId: "m6" }, // a copy in the same batch
+        ],
+        observation,
+        { batchEvents: true },
+      ),
+    );
+    invocation.end();
+    expect(results.map((r) => r.status)).toEqual(["ran", "ran", "ran", "duplicate", "failed", "invalid", "duplicate"]);
+
+    const all = spans();
+    const batch = all.find((span) => span.attributes["messaging.batch.message_count"] !== undefined) as ReadableSpan;
+    expect(all).toHaveLength(1 + 1 + 1 + 7); // producer, invocation, batch, 7 messages
+    expect(batch.name).toBe("process orders");
+    expect(batch.kind).toBe(otel.SpanKind.CONSUMER);
+    expect(batch.parentSpanContext?.spanId).toBe(invocation.spanContext().spanId);
+    expect(batch.attributes).toMatchObject({
+      "messaging.system": "aws_sqs",
+      "messaging.operation.type": "process",
+      "messaging.operation.name": "process",
+      "messaging.destination.name": "orders",
+      "messaging.batch.message_count": 7,
+      "babelqueue.outcome.ran": 3,
+      "babelqueue.outcome.duplicate": 2,
+      "babelqueue.outcome.failed": 1,
+      "babelqueue.outcome.invalid": 1,
+    });
+    // The batch links to every producer context it continued.
+    expect(batch.links.map((link) => link.context.traceId).sort()).toEqual(
+      [producerContext.traceId, "7b3f9c2ae41d4f889b2a1c0d5e6f7a8b", hex("order-flow-42").slice(0, 32), hex("trace-throws").slice(0, 32)].sort(),
+    );
+
+    // traceparent: a child of the producer span, tracestate kept, linked to the batch.
+    const first = byKey("with-traceparent");
+    expect(first.spanContext().traceId).toBe(producerContext.traceId);
+    expect(first.parentSpanContext?.spanId).toBe(producerContext.spanId);
+    expect(first.parentSpanContext?.isRemote).toBe(true);
+    expect(first.parentSpanContext?.traceState?.get("vendor")).toBe("1");
+    expect(first.links.map((link) => link.context.spanId)).toEqual([batch.spanContext().spanId]);
+    expect(first.kind).toBe(otel.SpanKind.CONSUMER);
+    expect(first.attributes).toMatchObject({
+      "messaging.system": "aws_sqs",
+      "messaging.operation.type": "process",
+      "messaging.destination.name": "orders",
+      "messaging.message.id": "m0",
+      "babelqueue.outcome": "ran",
+      "babelqueue.ack": true,
+      "babelqueue.dedupe": "claim",
+    });
+    expect(activeInHandler.get("with-traceparent")).toBe(first.spanContext().spanId);
+
+    // trace_id fallbacks, exactly as BabelQueue maps them; a malformed traceparent never wins.
+    const uuid = spans().find((span) => span.attributes["messaging.message.id"] === "m1") as ReadableSpan;
+    expect(uuid.spanContext().traceId).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
+    expect(uuid.parentSpanContext?.spanId).toBe(hex(`babelqueue-span:${UUID_TRACE}`).slice(0, 16));
+    expect(uuid.attributes["messaging.message.conversation_id"]).toBe(UUID_TRACE);
+    const other = byKey("with-other-trace");
+    expect(other.spanContext().traceId).toBe(hex("order-flow-42").slice(0, 32));
+    expect(other.attributes["babelqueue.replay"]).toBe(true);
+    expect(uuid.attributes["babelqueue.replay"]).toBeUndefined();
+
+    // A handler that threw: ERROR, the exception recorded by name only, attempts kept.
+    const failed = byKey("throws");
+    expect(failed.status.code).toBe(otel.SpanStatusCode.ERROR);
+    expect(failed.attributes).toMatchObject({ "babelqueue.outcome": "failed", "babelqueue.attempts": 3, "error.type": "TypeError" });
+    expect(failed.events.map((event) => [event.name, event.attributes?.["exception.type"]])).toEqual([["exception", "TypeError"]]);
+    expect(JSON.stringify(failed.events)).not.toContain("4111");
+
+    // Messages that never ran: short spans under the batch span.
+    const duplicate = byKey("done-before");
+    expect(duplicate.parentSpanContext?.spanId).toBe(batch.spanContext().spanId);
+    expect(duplicate.attributes).toMatchObject({ "babelqueue.outcome": "duplicate", "messaging.message.id": "m3" });
+    expect(duplicate.status.code).toBe(otel.SpanStatusCode.UNSET);
+    const copy = spans().find((span) => span.attributes["messaging.message.id"] === "m6") as ReadableSpan;
+    expect(copy.attributes["babelqueue.outcome"]).toBe("duplicate");
+    const invalid = spans().find((span) => span.attributes["messaging.message.id"] === "m5") as ReadableSpan;
+    expect(invalid.attributes).toMatchObject({ "babelqueue.outcome": "invalid", "error.type": "INVALID_MESSAGE" });
+    expect(invalid.status.code).toBe(otel.SpanStatusCode.ERROR);
+    expect(invalid.parentSpanContext?.spanId).toBe(batch.spanContext().spanId);
+  });
+
+  it("a message without a trace_id or traceparent is a child of the batch span", async () => {
+    const observation = createObservability({ logger: false, tracing: { api, tracer } }, { system: "cloudflare_queues" }).batch({ queue: "jobs" });
+    const custom = JSON.stringify({ id: "c1", payload: 1 });
+    const results = await runBatch(new InMemoryStore(), () => undefined, [{ body: custom }], observation, {
+      parse: (raw: unknown) => JSON.parse(String(raw)) as unknown,
+      key: (message: unknown) => (message as { id: string }).id,
+    } as never);
+    expect(results[0]?.status).toBe("ran");
+    const batch = spans().find((span) => span.name === "process jobs" && span.attributes["babelqueue.key"] === undefined) as ReadableSpan;
+    const message = byKey("c1");
+    expect(message.parentSpanContext?.spanId).toBe(batch.spanContext().spanId);
+    expect(message.links).toEqual([]);
+    expect(message.attributes["messaging.system"]).toBe("cloudflare_queues");
+  });
+});
+
+describe("spans from synthetic event sequences", () => {
+  it("a handler still running past batch-end keeps its span open until its late result", async () => {
+    const traces = new BatchTracing({ api, tracer }, { system: "aws_sqs", queue: "orders" });
+    let release: () => void = () => undefined;
+    const stillRunning = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let late: Promise<void> = Promise.resolve();
+    await traces.run(async () => {
+      traces.observe({ type: "batch-start", size: 2 });
+      late = traces.intercept(() => stillRunning, { index: 0, key: "slow", attempts: 0, traceId: UUID_TRACE });
+      await traces.intercept(async () => undefined, { index: 1, key: "fast", attempts: 0 });
+      traces.observe(result(1, "ran", { key: "fast" }));
+      traces.observe({ type: "batch-end", size: 2, durationMs: 10, pending: 1 });
+    });
+    expect(spans().map((span) => span.attributes["babelqueue.key"] ?? "batch").sort()).toEqual(["batch", "fast"]);
+    release();
+    await late;
+    traces.observe(result(0, "ran", { key: "slow" }));
+    expect(byKey("slow").attributes["babelqueue.outcome"]).toBe("ran");
+  });
+
+  it("an engine that throws: the batch span is ERROR, open message spans end as unknown, the error goes on", async () => {
+    const traces = new BatchTracing({ api, tracer }, { system: "aws_sqs" });
+    const failure = new RangeError("engine bug");
+    await expect(
+      traces.run(async () => {
+        await traces.intercept(async () => undefined, { index: 0, key: "orphan", attempts: 0 });
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
+    const batch = spans().find((span) => span.name === "process" && span.attributes["babelqueue.key"] === undefined) as ReadableSpan;
+    expect(batch.status.code).toBe(otel.SpanStatusCode.ERROR);
+    expect(batch.events[0]?.attributes?.["exception.type"]).toBe("RangeError");
+    expect(byKey("orphan").attributes["babelqueue.outcome"]).toBe("unknown");
+  });
+
+  it("commit-failed and conflict are ERROR with the store's error recorded; in-flight carries its retry delay", async () => {
+    const traces = new BatchTracing({ api, tracer }, { system: "aws_sqs" });
+    await traces.run(async () => {
+      await traces.intercept(async () => undefined, { index: 0, key: "cf", attempts: 0 });
+      traces.observe(result(0, "commit-failed", { key: "cf", error: Object.assign(new Error("timeout"), { name: "TimeoutError", code: "ETIMEDOUT" }) }));
+      traces.observe(result(1, "conflict", { key: "cx", handlerRan: false, error: Object.assign(new Error("x"), { code: "PAYLOAD_CONFLICT" }) }));
+      traces.observe(result(2, "in-flight", { key: "if", retryAfterMs: 1234 }));
+    });
+    expect(byKey("cf").status.code).toBe(otel.SpanStatusCode.ERROR);
+    expect(byKey("cf").events.map((event) => event.attributes?.["exception.type"])).toEqual(["ETIMEDOUT"]);
+    expect(byKey("cx").attributes["error.type"]).toBe("PAYLOAD_CONFLICT");
+    expect(byKey("if").attributes["babelqueue.retry_after_ms"]).toBe(1234);
+    expect(byKey("if").status.code).toBe(otel.SpanStatusCode.UNSET);
+  });
+
+  it("is off by default (no interceptor), and a tracing option without the API is rejected at setup", () => {
+    expect(createObservability({ logger: false }, { system: "aws_sqs" }).batch().intercept).toBeUndefined();
+    expect(() => createObservability({ tracing: { api: {} as OtelApi } }, { system: "aws_sqs" })).toThrow(/option "tracing"/);
+  });
+});
