@@ -39,6 +39,7 @@ import type { MessageResult } from "../src/decision.js";
 import { BatchEngine, type Delivery, type EngineOptions, type Handler } from "../src/engine.js";
 import type { Envelope } from "../src/envelope.js";
 import { InvalidOptionError } from "../src/errors.js";
+import { type ObservabilityOptions, createObservability } from "../src/observability/index.js";
 
 /** The consumer's wall-time limit: the lease every claim of a batch gets by default. */
 export const CONSUMER_WALL_TIME_MS = 15 * 60 * 1000;
@@ -78,7 +79,8 @@ export interface QueueRuntimeContext<Env, Message extends QueueMessageLike = Que
 
 /** Options of `queueHandler`: the engine's options plus the store factory and the handler. */
 export interface QueueHandlerOptions<Env, Message = Envelope, QueueMessage extends QueueMessageLike = QueueMessageLike>
-  extends EngineOptions<Message> {
+  extends EngineOptions<Message>,
+    ObservabilityOptions<Env> {
   /**
    * The store for this invocation, from the Worker's bindings: e.g.
    * `(env) => new DurableObjectStore(env.IDEMPOTENCY)`. Called once per batch.
@@ -140,12 +142,13 @@ function settle(message: QueueMessageLike, result: MessageResult | undefined, re
 export function queueHandler<Env, Message = Envelope, QueueMessage extends QueueMessageLike = QueueMessageLike>(
   options: QueueHandlerOptions<Env, Message, QueueMessage>,
 ): QueueConsumer<Env, QueueMessage> {
-  const { store, handle, retryDelaySeconds, ...engineOptions } = options;
+  const { store, handle, retryDelaySeconds, logger, metrics, tracing, ...engineOptions } = options;
   if (typeof store !== "function") throw new InvalidOptionError("store", "must be a function (env) => Store");
   if (retryDelaySeconds !== undefined) checkDelay("retryDelaySeconds", retryDelaySeconds);
   const leaseMs = engineOptions.leaseMs ?? CONSUMER_WALL_TIME_MS;
   // Throws InvalidOptionError now, at module load, rather than on every batch.
   new BatchEngine<Message, QueueRuntimeContext<Env, QueueMessage>>(OPTIONS_PROBE, handle, { ...engineOptions, leaseMs });
+  const observability = createObservability<Env>({ logger, metrics, tracing }, { system: "cloudflare_queues" });
 
   return async (batch, env, ctx) => {
     const messages = batch.messages;
@@ -157,6 +160,7 @@ export function queueHandler<Env, Message = Envelope, QueueMessage extends Queue
       settle(message, result, retryDelaySeconds);
     };
     let results: MessageResult[];
+    const observation = observability.batch({ queue: batch.queue, size: messages.length, env });
     try {
       const engine = new BatchEngine<Message, QueueRuntimeContext<Env, QueueMessage>>(store(env), handle, {
         ...engineOptions,
@@ -171,7 +175,14 @@ export function queueHandler<Env, Message = Envelope, QueueMessage extends Queue
         }),
       );
       // Each message is acked or retried the moment its fate is final.
-      results = await engine.process(deliveries, { leaseMs, onResult: settleOnce });
+      results = await observation.run(() =>
+        engine.process(deliveries, {
+          leaseMs,
+          onResult: settleOnce,
+          observe: observation.observe,
+          ...(observation.intercept === undefined ? {} : { intercept: observation.intercept }),
+        }),
+      );
     } catch (error) {
       // Not a message's fault (a message's failure is its result): retry the whole batch.
       console.error(

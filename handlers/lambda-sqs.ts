@@ -39,6 +39,7 @@ import type { MessageResult } from "../src/decision.js";
 import { BatchEngine, type Delivery, type EngineOptions, type Handler } from "../src/engine.js";
 import type { Envelope } from "../src/envelope.js";
 import { InvalidOptionError } from "../src/errors.js";
+import { type ObservabilityOptions, createObservability, queueNameFromArn } from "../src/observability/index.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
 export interface SqsRuntimeContext {
@@ -51,7 +52,7 @@ export interface SqsRuntimeContext {
 }
 
 /** Options of `sqsHandler`: the store, the side effect, and the engine's options. */
-export interface SqsHandlerOptions<Message = Envelope> extends EngineOptions<Message> {
+export interface SqsHandlerOptions<Message = Envelope> extends EngineOptions<Message>, ObservabilityOptions {
   /** Where ids are claimed and committed: a `ClaimingStore` (DynamoDBStore, …) or a seen-set `Store`. */
   store: Store;
   /** The side effect. Throw to have the message retried. */
@@ -115,15 +116,17 @@ function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
 }
 
 export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Message>): SqsHandler {
-  const { store, handle, leaseMarginMs = DEFAULT_LEASE_MARGIN_MS, ...engineOptions } = options;
+  const { store, handle, leaseMarginMs = DEFAULT_LEASE_MARGIN_MS, logger, metrics, tracing, ...engineOptions } = options;
   if (typeof leaseMarginMs !== "number" || !Number.isFinite(leaseMarginMs) || leaseMarginMs < 0) {
     throw new InvalidOptionError("leaseMarginMs", "must be a number of milliseconds >= 0");
   }
   const engine = new BatchEngine<Message, SqsRuntimeContext>(store, handle, engineOptions);
+  const observability = createObservability({ logger, metrics, tracing }, { system: "aws_sqs" });
 
   return async (event, lambdaContext) => {
     const records: SQSRecord[] = Array.isArray(event?.Records) ? event.Records : [];
     if (records.length === 0) return { batchItemFailures: [] };
+    const observation = observability.batch({ queue: queueNameFromArn(records[0]?.eventSourceARN), size: records.length });
     try {
       const deliveries: Delivery<SqsRuntimeContext>[] = records.map((record) => {
         const redeliveries = redeliveriesOf(record);
@@ -142,10 +145,14 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
       const remaining = remainingMs(lambdaContext);
       const leaseMs =
         remaining === undefined ? engineOptions.leaseMs : Math.max(engineOptions.leaseMs ?? 0, remaining + leaseMarginMs);
-      const results: MessageResult[] = await engine.process(deliveries, {
-        ...(leaseMs === undefined ? {} : { leaseMs }),
-        ...(remaining === undefined ? {} : { deadline: Date.now() + remaining }),
-      });
+      const results: MessageResult[] = await observation.run(() =>
+        engine.process(deliveries, {
+          ...(leaseMs === undefined ? {} : { leaseMs }),
+          ...(remaining === undefined ? {} : { deadline: Date.now() + remaining }),
+          observe: observation.observe,
+          ...(observation.intercept === undefined ? {} : { intercept: observation.intercept }),
+        }),
+      );
       return {
         batchItemFailures: records.flatMap((record, index) => (results[index]?.ack === true ? [] : [failure(record)])),
       };

@@ -27,7 +27,7 @@ import { type PhaseDeps, defaultKey, defaultParse } from "./engine/gate.js";
 import type { Delivery, EngineOptions, Handler, ProcessOptions } from "./engine/types.js";
 import type { Envelope } from "./envelope.js";
 import { InvalidOptionError } from "./errors.js";
-import type { EngineEvent } from "./events.js";
+import type { EngineEvent, RunInterceptor } from "./events.js";
 import { type Fingerprinter, defaultFingerprint } from "./fingerprint.js";
 import { checkMs } from "./windows.js";
 
@@ -47,6 +47,13 @@ function integerOption(name: string, value: number, min: number, max: number): n
 function oneOf<T extends string>(name: string, value: T, allowed: readonly T[]): T {
   if (!allowed.includes(value)) throw new InvalidOptionError(name, `must be ${allowed.map((v) => `"${v}"`).join(" or ")}`);
   return value;
+}
+
+/** Two interceptors as one: the engine's around the batch's. */
+function nest(outer: RunInterceptor | undefined, inner: RunInterceptor | undefined): RunInterceptor | undefined {
+  if (outer === undefined) return inner;
+  if (inner === undefined) return outer;
+  return (run, info) => outer(() => inner(run, info), info);
 }
 
 export class BatchEngine<Message = Envelope, RuntimeContext = object> {
@@ -109,7 +116,15 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
     if (run.leaseMs !== undefined) checkMs("leaseMs", run.leaseMs);
     if (run.deadline !== undefined && !Number.isFinite(run.deadline)) throw new InvalidOptionError("deadline", "must be an epoch time in ms");
     const started = Date.now();
-    this.#emit({ type: "batch-start", size: deliveries.length });
+    const emit = run.observe === undefined ? (event: EngineEvent) => this.#emit(event) : (event: EngineEvent) => {
+      this.#emit(event);
+      try {
+        (run.observe as (event: EngineEvent) => void)(event);
+      } catch {
+        // An observer must never change an outcome.
+      }
+    };
+    emit({ type: "batch-start", size: deliveries.length });
     const batch = new BatchRun<Message, RuntimeContext>(
       {
         store: this.#store,
@@ -121,14 +136,14 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
         lingerMs: this.#lingerMs,
         marginMs: this.#marginMs,
         transactional: this.#transactional,
-        deps: this.#deps,
-        intercept: this.#options.intercept,
+        deps: run.observe === undefined ? this.#deps : { ...this.#deps, emit },
+        intercept: nest(this.#options.intercept, run.intercept),
       },
       deliveries,
       run,
     );
     const results = await batch.process();
-    this.#emit({ type: "batch-end", size: deliveries.length, durationMs: Date.now() - started, pending: batch.pending });
+    emit({ type: "batch-end", size: deliveries.length, durationMs: Date.now() - started, pending: batch.pending });
     return results;
   }
 

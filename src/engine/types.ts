@@ -122,6 +122,10 @@ export interface ProcessOptions {
    * before `process` resolves. Exceptions it throws are ignored.
    */
   onResult?: (index: number, result: MessageResult) => void;
+  /** An observer for this batch only (logs, metrics, spans of one invocation), next to the engine's `observe`. */
+  observe?: (event: EngineEvent) => void;
+  /** An interceptor for this batch only, inside the engine's `intercept` when both are set. */
+  intercept?: RunInterceptor;
 }
 
 /** One delivery's working record, shared by the phases. */
