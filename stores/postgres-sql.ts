@@ -139,6 +139,3 @@ WHERE key = $1 AND token = $2 AND status = 'in-flight' AND expires_at > clock_ti
 )`,
   };
 }
-
-/** SQLSTATEs a transaction is retried on: serialization failure, deadlock. */
-export const RETRYABLE_SQLSTATES: ReadonlySet<string> = new Set(["40001", "40P01"]);

@@ -28,10 +28,11 @@
  * `query_timeout`) and close the pool; the store never logs. The database must be UTF8.
  */
 import type { Claim, ClaimRef, FencedClaim, IdRecord, Recall, StoreWindows, TransactionalStore } from "../src/contract.js";
-import { BabelQueueServerlessError, FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../src/errors.js";
+import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../src/errors.js";
 import { checkNamespace, keyPart, storeKey } from "../src/keys.js";
 import { checkMs, resolveWindows } from "../src/windows.js";
-import { DEFAULT_POSTGRES_TABLE, type PostgresStatements, RETRYABLE_SQLSTATES, idempotencyTableSql, postgresStatements } from "./postgres-sql.js";
+import { describe, isRetryable, scrubbed, sqlState, unavailable } from "./postgres-errors.js";
+import { DEFAULT_POSTGRES_TABLE, type PostgresStatements, idempotencyTableSql, postgresStatements } from "./postgres-sql.js";
 
 export { DEFAULT_POSTGRES_TABLE, idempotencyTableSql, quoteTableName } from "./postgres-sql.js";
 
@@ -380,42 +381,4 @@ function blocking(row: Record<string, unknown>): Claim {
 
 function optionalString(value: unknown): string | undefined {
   return typeof value === "string" ? value : undefined;
-}
-
-function sqlState(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
-}
-
-/** A serialization failure or deadlock, on the error or (a handler that wrapped it) its cause. */
-function isRetryable(error: unknown): boolean {
-  for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth += 1) {
-    const state = sqlState(e);
-    if (state !== undefined && RETRYABLE_SQLSTATES.has(state)) return true;
-  }
-  return false;
-}
-
-const MAX_DETAIL = 200;
-
-/** The error's name, message (truncated) and SQLSTATE or errno code — never the statement's values. */
-function describe(error: unknown): string {
-  if (!(error instanceof Error)) return `failed with a non-error value (${typeof error})`;
-  const message = error.message.length > MAX_DETAIL ? `${error.message.slice(0, MAX_DETAIL)}…` : error.message;
-  const code = (error as { code?: unknown }).code;
-  return `${error.name}: ${message}${typeof code === "string" && /^[A-Z0-9_]{2,40}$/.test(code) ? ` (${code})` : ""}`;
-}
-
-/** A copy of a driver error without `detail` / `where` / parameters, which can quote row values. */
-function scrubbed(error: unknown): Error {
-  const copy = new Error(error instanceof Error ? error.message : String(error));
-  copy.name = error instanceof Error ? error.name : "Error";
-  const code = sqlState(error) ?? (error as { code?: unknown } | null)?.code;
-  if (typeof code === "string") (copy as Error & { code?: string }).code = code;
-  return copy;
-}
-
-function unavailable(operation: string, error: unknown): BabelQueueServerlessError {
-  if (error instanceof BabelQueueServerlessError) return error;
-  return new StoreUnavailableError(STORE_NAME, operation, describe(error), { cause: scrubbed(error) });
 }
