@@ -15,7 +15,10 @@
  *     → `TransactionConditionError` whose `failed` holds the handler's action indexes;
  *   - `TransactionConflict` / `ThrottlingError` / `ProvisionedThroughputExceeded` only → the request is
  *     sent again (new lease check, a derived ClientRequestToken) up to `maxTransactionRetries` times
- *     with backoff, then `StoreUnavailableError`; any other failure → `StoreUnavailableError`.
+ *     with backoff, then `StoreUnavailableError`;
+ *   - a `ValidationException` (the request refused as a whole: two actions on one item that the checks
+ *     below could not see, a malformed expression) → `TransactionConditionError`; any other failure →
+ *     `StoreUnavailableError`.
  * DynamoDB's limits are checked before anything is sent, with an `InvalidOptionError` naming the limit:
  * 100 actions (the dedupe item's included), 4 MB of item data, no two actions on one item (the dedupe
  * item included; a Put's key is known when another action names the same table's key, or on the
@@ -140,7 +143,14 @@ export async function transactDynamoDB(
       error = caught;
     }
     const codes = cancellationCodes(error);
-    if (codes === undefined) throw unavailable(deps.table, error);
+    if (codes === undefined) {
+      // Refused as a whole (two actions on one item the checks could not see, a malformed expression):
+      // the handler's actions can never pass as they are.
+      if (error instanceof Error && error.name === "ValidationException") {
+        throw new TransactionConditionError(`DynamoDB refused the handler's actions: ${error.message.slice(0, 200)}`, [], { cause: error });
+      }
+      throw unavailable(deps.table, error);
+    }
     if (codes[actions.length] === "ConditionalCheckFailed") throw new FenceLostError(claim.id);
     const failed = codes.flatMap((code, index) => (index < actions.length && HANDLER_REASONS.has(code) ? [index] : []));
     if (failed.length > 0) {

@@ -63,9 +63,15 @@ export type PgPooledClient<Tx extends PgQueryable = PgQueryable> = Tx & { releas
 export type PostgresIsolation = "read committed" | "repeatable read" | "serializable";
 
 export interface PostgresStoreOptions<Tx extends PgQueryable = PgQueryable> extends StoreWindows {
-  /** A pool (`new pg.Pool(...)`): every call borrows a connection; `transact` holds one for its transaction. Give this or `client`. */
+  /**
+   * A pool (`new pg.Pool(...)`): every call borrows a connection; `transact` holds one for its transaction.
+   * Give this or `client`. Add `pool.on("error", …)` as pg asks: an idle connection's error is otherwise fatal.
+   */
   pool?: PgPoolLike<Tx>;
-  /** One connection (`new pg.Client(...)`, connected). Calls and transactions then take turns on it. Give this or `pool`. */
+  /**
+   * One connection (`new pg.Client(...)`, connected; a Hyperdrive client). Calls and transactions then take
+   * turns on it, so inside `transact`'s work use `tx`, never the store. Give this or `pool`.
+   */
   client?: Tx;
   /** The table (`name` or `schema.name`), created with `createIdempotencyTable`. Default "babelqueue_idempotency". */
   table?: string;
@@ -335,9 +341,17 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       throw new OwnStatementFailed("connect", error);
     }
     const state = { broken: false };
+    // A connection that dies while lent (server restart, killed session) emits "error"; pg only
+    // listens while it is idle, and an unheard "error" ends the process. The failed query reports it.
+    const events = connection as unknown as { on?: (event: "error", listener: () => void) => void; off?: (event: "error", listener: () => void) => void };
+    const onError = () => {
+      state.broken = true;
+    };
+    events.on?.("error", onError);
     try {
       await this.#once(connection, id, values, work, state);
     } finally {
+      events.off?.("error", onError);
       // A connection whose ROLLBACK failed is in an unknown state: the pool must drop it.
       if (state.broken) connection.release(new Error("PostgresStore: ROLLBACK failed; connection dropped"));
       else connection.release();

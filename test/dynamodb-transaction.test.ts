@@ -203,6 +203,19 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
     expect(await effectsOf(claim.id)).toHaveLength(99);
   });
 
+  it("maps DynamoDB's own refusal of the actions (two Puts on one item the checks cannot see) to TransactionConditionError", async () => {
+    const { store, transact } = setup();
+    const claim = await owned(store, `refused-${suffix}`);
+    const failure = await transact(claim, async (tx) => {
+      putEffect(tx, claim.id, "same");
+      putEffect(tx, claim.id, "same");
+    }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(TransactionConditionError);
+    expect(String((failure as Error).message)).toMatch(/refused the handler's actions/);
+    expect(await effectsOf(claim.id)).toEqual([]);
+    expect((await store.claim(claim.id)).status).toBe("in-flight");
+  });
+
   it("hashes a claim token longer than 36 characters into the ClientRequestToken", async () => {
     const requestClient = new DynamoDBClient(localClientConfig(endpoint));
     let token: string | undefined;

@@ -12,6 +12,7 @@ import { testStore } from "./store-contract.js";
 
 const url = inject("postgresUrl");
 const pool = new pg.Pool({ connectionString: url, max: 30 });
+pool.on("error", () => {}); // an idle connection killed by a test (pg asks every pool user for this listener)
 const single = new pg.Client({ connectionString: url });
 
 beforeAll(async () => {
@@ -275,6 +276,29 @@ describe("PostgresStore transactional mode", () => {
     ).rejects.toBeInstanceOf(FenceLostError);
     expect(await effectsOf(messageId)).toEqual([]);
     await expect(s.transact({ id: messageId, token: "" }, async () => {})).rejects.toBeInstanceOf(FenceLostError);
+  });
+
+  it("a crash between the handler's writes and the commit (connection killed) leaves nothing; the redelivery commits the only effect", async () => {
+    const s = store();
+    const messageId = `tx-crash-${namespace()}`;
+    const first = await owned(s, messageId, 300);
+    const failure = await s
+      .transact(first, async (tx) => {
+        await insertEffect(tx, messageId, "first");
+        const { rows } = await tx.query("SELECT pg_backend_pid() AS pid");
+        // The consumer "dies" here: the server drops its session, and the open transaction with it.
+        await pool.query("SELECT pg_terminate_backend($1)", [rows[0].pid]);
+        await tx.query("SELECT 1");
+      })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(Error);
+    expect(await effectsOf(messageId)).toEqual([]);
+    expect((await s.claim(messageId)).status).toBe("in-flight"); // the lease still holds the id
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const redelivery = await owned(s, messageId);
+    await s.transact(redelivery, (tx) => insertEffect(tx, messageId, "redelivery").then(() => undefined));
+    expect(await effectsOf(messageId)).toEqual(["redelivery"]);
+    expect((await s.claim(messageId)).status).toBe("done");
   });
 
   it("50 concurrent deliveries of one id, leases expiring under slow handlers, produce ONE effect row", async () => {
