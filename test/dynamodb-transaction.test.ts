@@ -43,7 +43,8 @@ beforeAll(async () => {
 let counter = 0;
 /** A store, and the deps its 3-line `transact` method would pass (the same client, table, clock and keys). */
 function setup(overrides: Partial<DynamoDBTransactionDeps> = {}) {
-  const namespace = `tx-${suffix}-${(counter += 1)}`;
+  counter += 1;
+  const namespace = `tx-${suffix}-${counter}`;
   const storeClient = overrides.client ?? new DynamoDBClient(localClientConfig(endpoint));
   const store = new DynamoDBStore({ table, namespace, client: storeClient });
   const deps: DynamoDBTransactionDeps = {
@@ -277,7 +278,8 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
           if (context.commandName !== "TransactWriteItemsCommand") return next(args);
           const input = args.input as TransactWriteItemsCommandInput;
           tokens.push(input.ClientRequestToken as string);
-          if ((failures += 1) > times) return next(args);
+          failures += 1;
+          if (failures > times) return next(args);
           const error = Object.assign(new Error("Transaction cancelled"), {
             name: "TransactionCanceledException",
             CancellationReasons: (input.TransactItems ?? []).map((_, i) => ({ Code: i === 0 ? "TransactionConflict" : "None" })),

@@ -28,7 +28,10 @@ afterAll(async () => {
 });
 
 let counter = 0;
-const namespace = () => `pg-${Date.now().toString(36)}-${(counter += 1)}`;
+const namespace = () => {
+  counter += 1;
+  return `pg-${Date.now().toString(36)}-${counter}`;
+};
 
 function store(options: Partial<PostgresStoreOptions<pg.PoolClient>> = {}): PostgresStore<pg.PoolClient> {
   return new PostgresStore<pg.PoolClient>({ pool, namespace: namespace(), ...options });
@@ -351,7 +354,8 @@ describe("PostgresStore transactional mode", () => {
     const firstWriterOnly = (note: string) => async (tx: pg.PoolClient) => {
       runs += 1;
       const { rows } = await tx.query("SELECT count(*)::int AS n FROM effects WHERE message_id = $1", [group]);
-      if ((reads += 1) === 2) release();
+      reads += 1;
+      if (reads === 2) release();
       if (runs <= 2) await bothRead;
       if (rows[0].n === 0) await insertEffect(tx, group, note);
     };

@@ -24,7 +24,10 @@ beforeAll(async () => {
 });
 
 let counter = 0;
-const namespace = () => `d1-${Date.now().toString(36)}-${(counter += 1)}`;
+const namespace = () => {
+  counter += 1;
+  return `d1-${Date.now().toString(36)}-${counter}`;
+};
 const store = (options: D1StoreOptions = {}) => new D1Store(db, { namespace: namespace(), ...options });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -54,7 +57,8 @@ function countingDb(sent: string[], failBatch?: (attempt: number) => "before" | 
     batch: async (statements: unknown[]) => {
       sent.push(`batch(${statements.length})`);
       const real = statements.map((s) => (s instanceof Counted ? s.real : (s as D1PreparedStatement)));
-      const fault = statements.length === 2 ? undefined : failBatch?.((attempts += 1));
+      if (statements.length !== 2) attempts += 1;
+      const fault = statements.length === 2 ? undefined : failBatch?.(attempts);
       if (fault === "before") throw new Error("D1_ERROR: Network connection lost.");
       const results = await db.batch(real);
       if (fault === "after") throw new Error("D1_ERROR: Network connection lost.");
