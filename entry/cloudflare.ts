@@ -28,3 +28,13 @@ export {
   parkDelaySeconds,
   queueHandler,
 } from "../handlers/cloudflare-queue.js";
+export {
+  D1_FENCE_CONSTRAINT,
+  D1Store,
+  type D1DatabaseLike,
+  type D1ResultLike,
+  type D1StatementLike,
+  type D1StoreOptions,
+  type D1Transaction,
+  d1IdempotencyTableSql,
+} from "../stores/d1.js";

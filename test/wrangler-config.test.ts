@@ -38,6 +38,7 @@ describe("wrangler.toml", () => {
     expect(output).toMatch(/env\.IDEMPOTENCY \(IdempotencyObject\)\s+Durable Object/);
     expect(output).toMatch(/env\.QUEUE \(babelqueue-jobs\)\s+Queue/);
     expect(output).toMatch(/env\.SEEN\b.*KV Namespace/);
+    expect(output).toMatch(/env\.DB \(babelqueue-idempotency\)\s+D1 Database/);
     const bundle = join(outdir, "index.js");
     expect(existsSync(bundle)).toBe(true);
     const code = readFileSync(bundle, "utf8");

@@ -5,16 +5,18 @@
  * the Durable Object classes and the queue consumer the producer→consumer tests drive.
  */
 import { fileURLToPath } from "node:url";
-import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 
 export default defineConfig({
   plugins: [
-    cloudflareTest({
+    cloudflareTest(async () => ({
       wrangler: { configPath: here("./wrangler.toml") },
-    }),
+      // D1Store's tests apply the repo's own migration files (the ones `wrangler d1 migrations apply` runs).
+      miniflare: { bindings: { TEST_MIGRATIONS: await readD1Migrations(here("../../migrations")) } },
+    })),
   ],
   test: {
     name: "workers",

@@ -1,0 +1,270 @@
+/**
+ * D1Store inside workerd (Miniflare's local D1, the tables from the repo's migrations/): the shared
+ * store contract suite, one D1 request per batch step, and transactional mode — the handler's
+ * statements and the fenced commit in ONE db.batch, rolled back by D1 as a whole when the fence
+ * does not hold or one of the handler's statements fails.
+ */
+import { applyD1Migrations, type D1Migration } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { FenceLostError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
+import { D1Store, type D1StoreOptions, d1IdempotencyTableSql } from "../../stores/d1.js";
+import migration from "../../migrations/0001_babelqueue_idempotency.sql?raw";
+import { testStore } from "../store-contract.js";
+
+const bindings = env as unknown as { DB: D1Database; TEST_MIGRATIONS: D1Migration[] };
+const db = bindings.DB;
+
+beforeAll(async () => {
+  await applyD1Migrations(db, bindings.TEST_MIGRATIONS);
+  await db.batch([
+    db.prepare("CREATE TABLE IF NOT EXISTS d1_effects (message_id TEXT NOT NULL, note TEXT NOT NULL)"),
+    db.prepare("CREATE TABLE IF NOT EXISTS d1_accounts (id TEXT PRIMARY KEY, balance INTEGER NOT NULL CHECK (balance >= 0))"),
+  ]);
+});
+
+let counter = 0;
+const namespace = () => {
+  counter += 1;
+  return `d1-${Date.now().toString(36)}-${counter}`;
+};
+const store = (options: D1StoreOptions = {}) => new D1Store(db, { namespace: namespace(), ...options });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A statement wrapper that records each request the store sends. */
+class Counted {
+  constructor(
+    readonly real: D1PreparedStatement,
+    readonly sent: string[],
+  ) {}
+  bind(...values: unknown[]) {
+    return new Counted(this.real.bind(...values), this.sent);
+  }
+  run() {
+    this.sent.push("run");
+    return this.real.run();
+  }
+  all() {
+    this.sent.push("all");
+    return this.real.all();
+  }
+}
+/** `failBatch(n)`: a scripted connection loss on the n-th transactional batch (claims' 2-statement batches pass). */
+function countingDb(sent: string[], failBatch?: (attempt: number) => "before" | "after" | undefined) {
+  let attempts = 0;
+  return {
+    prepare: (query: string) => new Counted(db.prepare(query), sent),
+    batch: async (statements: unknown[]) => {
+      sent.push(`batch(${statements.length})`);
+      const real = statements.map((s) => (s instanceof Counted ? s.real : (s as D1PreparedStatement)));
+      if (statements.length !== 2) attempts += 1;
+      const fault = statements.length === 2 ? undefined : failBatch?.(attempts);
+      if (fault === "before") throw new Error("D1_ERROR: Network connection lost.");
+      const results = await db.batch(real);
+      if (fault === "after") throw new Error("D1_ERROR: Network connection lost.");
+      return results;
+    },
+  };
+}
+
+testStore("D1Store", {
+  claims: true,
+  clock: "real",
+  make: ({ namespace, leaseMs, retentionMs }) => new D1Store(db, { namespace, leaseMs, retentionMs }),
+});
+
+describe("D1Store specifics", () => {
+  it("is created by the migration file, which is d1IdempotencyTableSql()", () => {
+    const statements = migration.split("\n").filter((line) => !line.startsWith("--")).join("\n").trim();
+    expect(statements).toBe(d1IdempotencyTableSql());
+  });
+
+  it("sends ONE D1 request per batch step, whatever the batch size", async () => {
+    const sent: string[] = [];
+    const s = new D1Store(countingDb(sent), { namespace: namespace() });
+    const ids = Array.from({ length: 100 }, (_, i) => `m-${i}`);
+    await s.remember("m-5", "fp-5");
+    sent.length = 0;
+    const claims = await s.claimMany(ids, undefined, ids.map((id) => `fp-${id}`));
+    expect(sent).toEqual(["batch(2)"]);
+    expect(claims.filter((c) => c.status === "claimed")).toHaveLength(99);
+    expect(claims[5]).toEqual({ status: "done", fingerprint: "fp-5" });
+    sent.length = 0;
+    await s.rememberMany(ids.slice(0, 50));
+    expect(sent).toEqual(["run"]);
+    sent.length = 0;
+    await s.releaseMany(claims.flatMap((c, i) => (c.status === "claimed" && i >= 50 ? [{ id: ids[i] as string, token: c.token }] : [])));
+    expect(sent).toEqual(["run"]);
+    sent.length = 0;
+    expect((await s.seenMany(ids)).filter(Boolean)).toHaveLength(50);
+    expect(sent).toEqual(["all"]);
+    expect(await s.claim("m-0")).toEqual({ status: "done", fingerprint: "fp-m-0" });
+    expect((await s.claim("m-99")).status).toBe("claimed");
+  });
+
+  it("keeps the claim's fingerprint, answers it with done / in-flight, and inspects an id", async () => {
+    const s = store({ retentionMs: 3_600_000 });
+    await s.claim("f", 30_000, "fp-1");
+    expect(await s.claim("f")).toMatchObject({ status: "in-flight", fingerprint: "fp-1" });
+    const held = await s.inspect("f");
+    expect(held).toMatchObject({ status: "in-flight", fingerprint: "fp-1" });
+    expect(held?.leaseLeftMs).toBeGreaterThan(25_000);
+    await s.remember("f");
+    expect(await s.claim("f")).toEqual({ status: "done", fingerprint: "fp-1" });
+    expect(await s.recallMany(["f", "none"])).toEqual([{ seen: true, fingerprint: "fp-1" }, { seen: false }]);
+    expect((await s.inspect("f"))?.retentionLeftMs).toBeGreaterThan(3_500_000);
+    expect(await s.inspect("none")).toBeNull();
+  });
+
+  it("hashes ids holding NUL, and purges expired rows", async () => {
+    const s = store({ retentionMs: 50 });
+    expect(await s.key("a\u0000b")).toMatch(/:#[A-Za-z0-9_-]{43}$/);
+    await s.remember("a\u0000b");
+    expect(await s.seen("a\u0000b")).toBe(true);
+    expect(await s.seen("a")).toBe(false);
+    await sleep(120);
+    expect(await s.purgeExpired()).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("D1Store transactional mode", () => {
+  const effectsOf = async (messageId: string) =>
+    (await db.prepare("SELECT note FROM d1_effects WHERE message_id = ? ORDER BY note").bind(messageId).all<{ note: string }>()).results.map((r) => r.note);
+  const effect = (messageId: string, note: string) => db.prepare("INSERT INTO d1_effects (message_id, note) VALUES (?, ?)").bind(messageId, note);
+  const owned = async (s: D1Store, id: string, leaseMs?: number) => {
+    const claim = await s.claim(id, leaseMs);
+    if (claim.status !== "claimed") throw new Error(`expected claimed, got ${claim.status}`);
+    return { id, token: claim.token };
+  };
+
+  it("commits the handler's statements and the done record in ONE db.batch", async () => {
+    const sent: string[] = [];
+    const s = new D1Store(countingDb(sent), { namespace: namespace() });
+    const messageId = `tx-ok-${namespace()}`;
+    const claim = await owned(s, messageId);
+    sent.length = 0;
+    await s.transact({ ...claim, fingerprint: "fp-ok" }, async (tx) => {
+      tx.add(tx.db.prepare("INSERT INTO d1_effects (message_id, note) VALUES (?, ?)").bind(messageId, "a"));
+      tx.add(effect(messageId, "b"));
+    });
+    expect(sent).toEqual(["batch(4)"]);
+    expect(await effectsOf(messageId)).toEqual(["a", "b"]);
+    expect(await s.claim(messageId)).toEqual({ status: "done", fingerprint: "fp-ok" });
+  });
+
+  it("sends nothing when the handler throws", async () => {
+    const sent: string[] = [];
+    const s = new D1Store(countingDb(sent), { namespace: namespace() });
+    const messageId = `tx-throw-${namespace()}`;
+    const claim = await owned(s, messageId);
+    sent.length = 0;
+    const failure = new Error("handler failed (scripted)");
+    await expect(
+      s.transact(claim, async (tx) => {
+        tx.add(effect(messageId, "a"));
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
+    expect(sent).toEqual([]);
+    expect(await effectsOf(messageId)).toEqual([]);
+    expect((await s.inspect(messageId))?.status).toBe("in-flight");
+  });
+
+  it("a stale owner (lease over, id re-claimed): the fence fails and D1 rolls back the handler's statements that already ran", async () => {
+    const s = store();
+    const messageId = `tx-stale-${namespace()}`;
+    const stale = await owned(s, messageId, 100);
+    await sleep(200);
+    const next = await owned(s, messageId);
+    const failure = await s
+      .transact(stale, async (tx) => {
+        // These run BEFORE the fence in the batch; only D1's rollback of the whole batch removes them.
+        tx.add(effect(messageId, "stale-1"), effect(messageId, "stale-2"));
+      })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(FenceLostError);
+    expect(await effectsOf(messageId)).toEqual([]);
+    expect((await s.inspect(messageId))?.status).toBe("in-flight");
+    await s.transact(next, async (tx) => tx.add(effect(messageId, "owner")));
+    expect(await effectsOf(messageId)).toEqual(["owner"]);
+    // A forgotten id (no row at all) fails the fence too.
+    const gone = await owned(s, `${messageId}-gone`);
+    await s.forget(gone.id);
+    await expect(s.transact(gone, async (tx) => tx.add(effect(gone.id, "x")))).rejects.toBeInstanceOf(FenceLostError);
+    expect(await effectsOf(gone.id)).toEqual([]);
+  });
+
+  it("maps a failing statement of the handler to TransactionConditionError, rolling back the ones before it", async () => {
+    const s = store();
+    const messageId = `tx-check-${namespace()}`;
+    await db.prepare("INSERT INTO d1_accounts (id, balance) VALUES (?, 10)").bind(messageId).run();
+    const claim = await owned(s, messageId);
+    const failure = await s
+      .transact(claim, async (tx) => {
+        tx.add(effect(messageId, "a"), tx.db.prepare("UPDATE d1_accounts SET balance = balance - 20 WHERE id = ?").bind(messageId));
+      })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(TransactionConditionError);
+    expect(String((failure as Error).message)).toMatch(/CHECK constraint failed/);
+    expect(await effectsOf(messageId)).toEqual([]);
+    expect((await s.inspect(messageId))?.status).toBe("in-flight");
+  });
+
+  it("50 concurrent deliveries of one id, leases expiring under slow handlers, produce ONE effect row", async () => {
+    const s = store();
+    const messageId = `tx-race-${namespace()}`;
+    let fenceLost = 0;
+    let attempts = 0;
+    const deliver = async (delivery: number): Promise<void> => {
+      for (;;) {
+        const claim = await s.claim(messageId, 60);
+        if (claim.status === "done") return;
+        if (claim.status === "in-flight") {
+          await sleep(Math.max(5, claim.retryAfterMs));
+          continue;
+        }
+        try {
+          await s.transact({ id: messageId, token: claim.token }, async (tx) => {
+            attempts += 1;
+            tx.add(effect(messageId, `delivery-${delivery}`));
+            // The first owner, and every third delivery, outlive their 60 ms lease: their commit must fail.
+            await sleep(attempts === 1 || delivery % 3 === 0 ? 120 : 1);
+          });
+          return;
+        } catch (error) {
+          if (!(error instanceof FenceLostError)) throw error;
+          fenceLost += 1;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 50 }, (_, i) => deliver(i)));
+    expect(await effectsOf(messageId)).toHaveLength(1);
+    expect(fenceLost).toBeGreaterThanOrEqual(1);
+    expect((await s.claim(messageId)).status).toBe("done");
+  });
+
+  it("after a transient error (mock: D1 cannot lose a connection locally) reads the row back: committed → done, else resends", async () => {
+    const lostAfter: string[] = [];
+    const after = new D1Store(countingDb(lostAfter, (n) => (n === 1 ? "after" : undefined)), { namespace: namespace() });
+    const a = `tx-lost-after-${namespace()}`;
+    const claimA = await owned(after, a);
+    lostAfter.length = 0;
+    await after.transact(claimA, async (tx) => tx.add(effect(a, "once")));
+    expect(lostAfter).toEqual(["batch(3)", "all"]); // not resent: the read-back found it committed
+    expect(await effectsOf(a)).toEqual(["once"]);
+
+    const lostBefore: string[] = [];
+    const before = new D1Store(countingDb(lostBefore, (n) => (n <= 2 ? "before" : undefined)), { namespace: namespace() });
+    const b = `tx-lost-before-${namespace()}`;
+    const claimB = await owned(before, b);
+    lostBefore.length = 0;
+    await before.transact(claimB, async (tx) => tx.add(effect(b, "once")));
+    expect(lostBefore).toEqual(["batch(3)", "all", "batch(3)", "all", "batch(3)"]);
+    expect(await effectsOf(b)).toEqual(["once"]);
+
+    const never = new D1Store(countingDb([], () => "before"), { namespace: namespace(), maxTransactionRetries: 1 });
+    const c = await owned(never, `tx-lost-always-${namespace()}`);
+    await expect(never.transact(c, async (tx) => tx.add(effect(c.id, "never")))).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(await effectsOf(c.id)).toEqual([]);
+  });
+});
