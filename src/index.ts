@@ -63,3 +63,4 @@ export { checkNamespace, keyPart, sha256Base64url, storeKey, utf8Length } from "
 export { InMemoryStore, type InMemoryStoreOptions } from "./memory-store.js";
 export { checkMs, resolveWindows } from "./windows.js";
 export { type WrapDelivery, type WrappedHandler, type WrappedResultHandler, rejectionOf, wrap, wrapResult } from "./wrap.js";
+export { NoTransactionError, txOf } from "./transaction.js";

@@ -31,6 +31,7 @@
  * What this is *not*: a read-your-writes transaction. The handler cannot read what it added; reads
  * it makes (GetItem, Query) see the table before the commit.
  */
+import { FINGERPRINT } from "./dynamodb-items.js";
 import {
   type AttributeValue,
   type ConditionCheck,
@@ -70,7 +71,7 @@ export interface DynamoDBTransactionDeps {
   readonly now: () => number;
   /** The partition key value of an id (the store's own key function). */
   readonly key: (id: string) => Promise<string>;
-  /** Attribute the claim's fingerprint is kept in. Default "fingerprint". */
+  /** Attribute the claim's fingerprint is kept in. Default `fp`, the store's own (dynamodb-items.ts). */
   readonly fingerprintAttribute?: string;
   /** How many times a transaction cancelled only by conflicts or throttling is sent again. Default 3. */
   readonly maxTransactionRetries?: number;
@@ -194,7 +195,7 @@ function commitUpdate(deps: DynamoDBTransactionDeps, key: string, claim: FencedC
   };
   let set = "#s = :done, #r = :retain, #x = :ttl";
   if (claim.fingerprint !== undefined) {
-    names["#f"] = deps.fingerprintAttribute ?? "fingerprint";
+    names["#f"] = deps.fingerprintAttribute ?? FINGERPRINT;
     values[":fp"] = { S: claim.fingerprint };
     set += ", #f = :fp";
   }

@@ -38,7 +38,7 @@ import {
   GetItemCommand,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import type { Claim, ClaimHints, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../src/contract.js";
+import type { Claim, ClaimHints, ClaimRef, FencedClaim, IdRecord, StoreWindows, TransactionalStore } from "../src/contract.js";
 import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
 import { checkNamespace, storeKey } from "../src/keys.js";
 import { checkMs, resolveWindows } from "../src/windows.js";
@@ -62,6 +62,7 @@ import {
 } from "./dynamodb-items.js";
 import { PRECHECK_POLICIES, type PrecheckPolicy, keysToRead, readBlocking } from "./dynamodb-precheck.js";
 import { type TableAttributeOptions, checkAttributeName } from "./dynamodb-table.js";
+import { type DynamoDBTransaction, transactDynamoDB } from "./dynamodb-transaction.js";
 
 export {
   DYNAMODB_STORE_ACTIONS,
@@ -71,6 +72,12 @@ export {
   idempotencyTableDefinition,
 } from "./dynamodb-table.js";
 export { AUTO_PRECHECK_MIN_REDELIVERED, type PrecheckPolicy } from "./dynamodb-precheck.js";
+export {
+  DYNAMODB_TRANSACTION_ACTIONS,
+  DYNAMODB_TRANSACTION_LIMITS,
+  DynamoDBTransaction,
+  transactDynamoDB,
+} from "./dynamodb-transaction.js";
 export { DYNAMODB_MAX_KEY_BYTES } from "./dynamodb-items.js";
 
 const STORE_NAME = "DynamoDBStore";
@@ -106,7 +113,7 @@ export interface DynamoDBStoreOptions extends StoreWindows, TableAttributeOption
   token?: () => string;
 }
 
-export class DynamoDBStore implements ClaimingStore {
+export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
   readonly table: string;
   readonly namespace: string;
   readonly leaseMs: number;
@@ -395,5 +402,14 @@ export class DynamoDBStore implements ClaimingStore {
     } catch (error) {
       throw this.#fail("forget", error);
     }
+  }
+
+  /**
+   * Transactional mode: the handler's actions (through `tx`) and the fenced commit of the id as ONE
+   * `TransactWriteItems` (stores/dynamodb-transaction.ts).
+   */
+  transact(claim: FencedClaim, work: (tx: DynamoDBTransaction) => Promise<void>): Promise<void> {
+    const deps = { client: this.client, table: this.table, keyAttribute: this.keyAttribute, ttlAttribute: this.ttlAttribute, retentionMs: this.retentionMs };
+    return transactDynamoDB({ ...deps, now: this.#now, key: (id) => this.#key(id) }, claim, work);
   }
 }

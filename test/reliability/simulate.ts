@@ -66,6 +66,16 @@ export interface SimulationOptions {
   deadlineMarginMs?: number;
   /** Each handler run takes a random time in [min, max] ms before its effect. Default [0, 0]. */
   handlerMs?: readonly [number, number];
+  /**
+   * Transactional mode: the effect is a row the handler writes through `ctx.tx`, committed with the
+   * id in one transaction, and effects are COUNTED FROM THE DATABASE at the end. A crash after the
+   * effect is the handler dying inside the open transaction (it throws, so the store rolls back, as
+   * a killed connection would).
+   */
+  transactional?: {
+    write(id: string, tx: unknown): Promise<void>;
+    count(ids: readonly string[]): Promise<Map<string, number>>;
+  };
 }
 
 /** The window faults' counts. */
@@ -229,6 +239,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const committing = new Set<string>();
       const [minMs, maxMs] = options.handlerMs ?? [0, 0];
       const backend = killAt === undefined ? options.backend : killable(options.backend, () => killed);
+      const tx = options.transactional;
       const engine = new BatchEngine(backend, async (_message, context) => {
         const id = context.key as string;
         if (point === "before-effect") {
@@ -242,18 +253,24 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         }
         const ms = minMs + random() * (maxMs - minMs);
         if (ms > 0) await sleep(ms);
-        if (killed) return never;
+        if (killed) {
+          // A killed process never returns; in transactional mode its open transaction dies with it.
+          if (tx) throw new Error("killed (simulated): the transaction dies with the process");
+          return never;
+        }
         running.delete(id);
         if (random() < handlerFailure) throw new Error("handler failed (scripted)");
-        effects.set(id, (effects.get(id) ?? 0) + 1);
+        if (tx) await tx.write(id, context.tx);
+        else effects.set(id, (effects.get(id) ?? 0) + 1);
         committing.add(id);
         if (point === "after-effect") {
           crashWindow.add(id);
           died();
+          if (tx) throw new Error("crashed (simulated) after the effect, before the commit");
           return never;
         }
         return undefined;
-      }, { ...(options.deadlineMarginMs === undefined ? {} : { deadlineMarginMs: options.deadlineMarginMs }) });
+      }, { ...(options.deadlineMarginMs === undefined ? {} : { deadlineMarginMs: options.deadlineMarginMs }), ...(tx ? { transactional: true } : {}) });
       const run = engine.process(batch.map((d) => ({ body: d.body, redeliveries: d.receiveCount - 1, context: {} })), {
         leaseMs,
         ...(options.invocationMs === undefined || options.deadlineGuard === false ? {} : { deadline: Date.now() + options.invocationMs }),
@@ -309,6 +326,13 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const started = Date.now();
   await Promise.all(Array.from({ length: consumers }, consumer));
 
+  if (options.transactional) {
+    // The truth is in the database: the rows the handlers' committed transactions wrote.
+    effects.clear();
+    for (const [id, n] of await options.transactional.count(ids)) effects.set(id, n);
+    crashWindow.clear();
+    killWindow.clear();
+  }
   let lost = 0;
   let total = 0;
   const duplicates = { crashWindow: 0, commitFailed: 0, unexplained: 0 };
