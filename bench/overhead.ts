@@ -41,6 +41,7 @@ export function overheadKits(): Kit[] {
   return [
     bareKit(),
     oursKit("ours", "sqsHandler + InMemoryStore", new InMemoryStore(), none),
+    oursKit("ours (fingerprint off)", "the same with `fingerprint: false`: the payload check's own cost is the difference", new InMemoryStore(), none, { fingerprint: false }),
     powertoolsKit("Powertools", "BatchProcessor + makeIdempotent + in-memory persistence layer", new MemoryPersistenceLayer(), none),
     powertoolsBatchOnlyKit(),
   ];

@@ -26,6 +26,7 @@ import { measureOverhead } from "./overhead.js";
 import { type BenchResults, fmt, keyRows, ratio, renderMarkdown, renderSvg } from "./report.js";
 import { dynamodbKits, measureBackend, redisKits } from "./store-runs.js";
 import { measureWindow } from "./window.js";
+import { measureTransactional } from "./transactional.js";
 import { measureCosts } from "./cost-runs.js";
 import { measureDurableObjectCosts } from "./cost-do.js";
 import { PRICES_CHECKED } from "./prices.js";
@@ -76,6 +77,7 @@ async function measure(): Promise<BenchResults> {
   let dynamodb;
   let redis;
   let window;
+  let transactional;
   let costFigures;
   try {
     step(`DynamoDB: ${rounds} rounds`);
@@ -83,6 +85,8 @@ async function measure(): Promise<BenchResults> {
     step(`Redis: ${rounds} rounds`);
     redis = await measureBackend("Redis", await redisKits(backends), rounds);
     window = await measureWindow(backends, Math.max(1, Math.round(rounds / 3)), step);
+    step("transactional mode next to plain mode (DynamoDB, PostgreSQL)");
+    transactional = await measureTransactional(backends, rounds);
     step("cost: billed units on DynamoDB and Redis");
     costFigures = await measureCosts(backends);
   } finally {
@@ -117,6 +121,7 @@ async function measure(): Promise<BenchResults> {
     dynamodb,
     redis,
     window,
+    transactional,
     cost: { figures: costFigures, pricesChecked: PRICES_CHECKED },
     overhead,
     // Where the bundles were written is this machine's business, not the report's.
