@@ -107,7 +107,7 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
     const { Item } = await client.send(new GetItemCommand({ TableName: table, Key: { pk: { S: key } }, ConsistentRead: true }));
     expect(Item?.status?.S).toBe("done");
     expect(Item?.token).toBeUndefined();
-    expect(Item?.fingerprint?.S).toBe("fp-ok");
+    expect(Item?.fp?.S).toBe("fp-ok");
     expect(Number(Item?.ttl?.N)).toBe(Math.ceil(Number(Item?.retainUntil?.N) / 1000));
   });
 

@@ -188,7 +188,7 @@ describe("FIFO groups with commits in flight", () => {
     const results = await engine.process(batchOf(["g1", "g2", "g3"], () => "g"));
     expect(results.map((r) => r.status)).toEqual(["ran", "ran", "ran"]);
     const first = of("rememberMany")[0] as Step;
-    expect(first.ids).toEqual(["g1"]);
+    expect(first.ids).toContain("g1");
     expect(started.g2 as number).toBeLessThan(first.landed as number);
     expect(order).toEqual(["g1", "g2", "g3"]);
   });

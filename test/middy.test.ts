@@ -22,7 +22,7 @@ import { lambdaContext, sqsRecord } from "../scripts/lambda-events.js";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import { emfViolations } from "./observability/emf-spec.js";
 import { body } from "./observability/harness.js";
-import { observedSqsHandler } from "./observability/wired.js";
+
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-middy-${Date.now().toString(36)}`;
@@ -66,7 +66,7 @@ describe("sqsHandler under Middy with Powertools Logger and Metrics", () => {
     const logger = new Logger({ serviceName: "orders-consumer" });
     const metrics = new Metrics({ namespace: "Shop", serviceName: "orders-consumer" });
     let effects = 0;
-    const base = observedSqsHandler({
+    const base = sqsHandler({
       store: store(),
       handle: (message) => {
         if (message.data.mode === "throw") throw new Error("payment declined for card 4111");
@@ -98,8 +98,8 @@ describe("sqsHandler under Middy with Powertools Logger and Metrics", () => {
     const output = lines();
     const outcomes = output.filter((line) => line.logger === "babelqueue-serverless");
     expect(outcomes.map((line) => [line.level, line.status, line.key, line.messageId])).toEqual([
-      ["WARN", "failed", "order-2", "msg-bad"],
       ["WARN", "invalid", undefined, "msg-invalid"],
+      ["WARN", "failed", "order-2", "msg-bad"],
       ["INFO", "duplicate", "order-1", "msg-ok-2"],
       ["WARN", "failed", "order-2", "msg-bad-2"],
     ]);

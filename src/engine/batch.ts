@@ -24,7 +24,15 @@ import { type PhaseDeps, decode, fingerprintAll, gate, markCopiesAndBlocked, set
 import { invoke, lanesOf, runLanes } from "./run.js";
 import type { Delivery, Handler, Item, ProcessOptions } from "./types.js";
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)));
+/** Waits for `work` or `ms`, whichever comes first, and never leaves the timer behind (it would keep a process alive). */
+async function raceTimer(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    await Promise.race([work, new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, ms))))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 interface CommitEntry {
   readonly key: string;
@@ -67,7 +75,9 @@ export class BatchRun<Message, RC> {
     const { deps } = this.#engine;
     this.#items = deliveries.map((delivery, index) => decode(deps, delivery, index));
     const store = this.#engine.store;
-    const othersRunning = () => this.#running > 0;
+    // Worth lingering for: handlers running, or still to start (a pool slot frees up in a moment).
+    const othersRunning = () =>
+      this.#running > 0 || (!this.#stopped && this.#items.some((item) => item.stage === "waiting" && !item.reported && item.firstCopy === undefined));
     this.#commits = new StepQueue<CommitEntry>({
       step: "commit",
       retries: this.#engine.commitRetries,
@@ -139,18 +149,14 @@ export class BatchRun<Message, RC> {
         (rest) => this.#block(rest),
       );
       if (answerAt === undefined) await lanes;
-      else {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([lanes, new Promise<void>((resolve) => (timer = setTimeout(resolve, answerAt - Date.now())))]);
-        clearTimeout(timer);
-      }
+      else await raceTimer(lanes, answerAt - Date.now());
     }
     this.#stopped = true;
     for (const item of this.#items) if (!item.reported && item.stage === "waiting" && item.firstCopy === undefined) this.#notStarted(item);
 
     const flushed = Promise.all([this.#commits.drain(), this.#releases.drain()]);
     if (this.#run.deadline === undefined) await flushed;
-    else await Promise.race([flushed, sleep(this.#run.deadline - this.#engine.marginMs / 4 - Date.now())]);
+    else await raceTimer(flushed, this.#run.deadline - this.#engine.marginMs / 4 - Date.now());
 
     this.#answered = true;
     return this.#items.map((item) => {

@@ -182,16 +182,17 @@ describe("outcome lines through the batch engine", () => {
       observation,
     );
     expect(results.map((r) => r.status)).toEqual(["ran", "duplicate", "in-flight", "failed", "invalid"]);
+    // In the order the fates became final: the invalid body at decoding, the gate's verdicts, then the handler's.
     expect(lines.map((line) => [line.fields.status, line.fields.key, line.fields.messageId, line.level])).toEqual([
+      ["invalid", undefined, "m4", "warn"],
       ["duplicate", "done-before", "m1", "info"],
       ["in-flight", "held-elsewhere", "m2", "info"],
       ["failed", "throws", "m3", "warn"],
-      ["invalid", undefined, "m4", "warn"],
     ]);
-    expect(lines[0]?.fields.attempts).toBe(2);
-    expect(lines[1]?.fields.retryAfterMs).toBeGreaterThan(25_000);
-    expect(lines[2]?.fields.error).toEqual({ name: "Error" });
-    expect(lines[3]?.fields.error).toMatchObject({ code: "INVALID_MESSAGE", reason: "no 'job' or 'urn': the message has no identity" });
+    expect(lines[1]?.fields.attempts).toBe(2);
+    expect(lines[2]?.fields.retryAfterMs).toBeGreaterThan(25_000);
+    expect(lines[3]?.fields.error).toEqual({ name: "Error" });
+    expect(lines[0]?.fields.error).toMatchObject({ code: "INVALID_MESSAGE", reason: "no 'job' or 'urn': the message has no identity" });
     expect(JSON.stringify(lines)).not.toContain("4111");
   });
 
