@@ -64,3 +64,16 @@ export { InMemoryStore, type InMemoryStoreOptions } from "./memory-store.js";
 export { checkMs, resolveWindows } from "./windows.js";
 export { type WrapDelivery, type WrappedHandler, type WrappedResultHandler, rejectionOf, wrap, wrapResult } from "./wrap.js";
 export { NoTransactionError, txOf } from "./transaction.js";
+export {
+  type BatchObservation,
+  type LoggerLike,
+  type MetricsOptions,
+  type Observability,
+  type ObservabilityOptions,
+  type OtelApi,
+  type TracingOptions,
+  createObservability,
+  isReplay,
+  jsonLogger,
+  traceIdOf,
+} from "./observability/index.js";
