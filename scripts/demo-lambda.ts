@@ -22,10 +22,11 @@
  */
 import { createServer } from "node:net";
 import { createRequire } from "node:module";
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { type AttributeValue, DynamoDBClient, ScanCommand } from "@aws-sdk/client-dynamodb";
 import type { SQSEvent, SQSRecord } from "aws-lambda";
 import { sqsHandler } from "../handlers/lambda-sqs.js";
-import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
+import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
+import { txOf } from "../src/transaction.js";
 import type { DemoReport } from "./demo-report.js";
 import { hasJava, localClientConfig, startDynamoDBLocal } from "./dynamodb-local.mjs";
 import { lambdaContext, sqsRecord } from "./lambda-events.js";
@@ -80,6 +81,8 @@ export async function runLambdaScenario(): Promise<DemoReport> {
           tools.effect(context.key as string);
         },
         observe: tools.observe,
+        // The storm counts outcomes itself; the default log line per duplicate would drown the table.
+        logger: false,
       });
       return async (batch) => {
         const records: SQSRecord[] = batch.map((delivery) =>
@@ -93,5 +96,83 @@ export async function runLambdaScenario(): Promise<DemoReport> {
     });
   } finally {
     await backend.stop();
+  }
+}
+
+/** Effect items per id in the effects table: the database's own count. */
+async function effectCounts(client: DynamoDBClient, table: string): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  let start: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await client.send(new ScanCommand({ TableName: table, ConsistentRead: true, ...(start ? { ExclusiveStartKey: start } : {}) }));
+    for (const item of page.Items ?? []) {
+      const id = item.message_id?.S;
+      if (id !== undefined) counts.set(id, (counts.get(id) ?? 0) + 1);
+    }
+    start = page.LastEvaluatedKey;
+  } while (start !== undefined);
+  return counts;
+}
+
+/**
+ * The transactional scenario: the same storm, but the effect is an item the handler writes into an
+ * `effects` table through `ctx.tx` — committed with the id in ONE TransactWriteItems — and one
+ * invocation in twenty CRASHES after the handler's writes and before the commit (the invocation
+ * dies: no response, every record of the batch returns). Effects are counted FROM THE TABLE, not by
+ * the handler. DynamoDB Local only: dynalite has no TransactWriteItems.
+ */
+export async function runLambdaTransactionalScenario(): Promise<DemoReport | undefined> {
+  if (process.env.BQ_DEMO_LAMBDA_BACKEND === "dynalite" || !hasJava()) {
+    console.log("(transactional scenario skipped: it needs DynamoDB Local, i.e. Java; dynalite has no TransactWriteItems)");
+    return undefined;
+  }
+  const messages = Number(process.env.BQ_DEMO_TX_MESSAGES ?? 1_000);
+  const local = await startDynamoDBLocal();
+  try {
+    const client = new DynamoDBClient(localClientConfig(local.endpoint));
+    const table = "babelqueue-idempotency";
+    const effects = "orders-effects";
+    await createIdempotencyTable(client, idempotencyTableDefinition(table));
+    await createIdempotencyTable(client, idempotencyTableDefinition(effects));
+    const report = await runStorm({ scenario: "Lambda SQS + DynamoDBStore, transactional (DynamoDB Local)", messages }, (tools) => {
+      const store = new DynamoDBStore({ table, namespace: "orders-consumer", client });
+      // One invocation per batch; `crash` says whether it dies after the writes, before the commit.
+      const invocation = (crash: boolean) =>
+        sqsHandler({
+          store,
+          transactional: true,
+          logger: false,
+          observe: tools.observe,
+          handle: async (_envelope, context) => {
+            if (tools.shouldFail()) throw new Error("inventory service timeout (scripted)");
+            const id = context.key as string;
+            txOf<DynamoDBTransaction>(context).put({ TableName: effects, Item: { pk: { S: `${id}#${crypto.randomUUID()}` }, message_id: { S: id } } });
+            tools.effect(id);
+            // The invocation dies after the write, before the commit: the transaction is never sent.
+            if (crash) throw new Error("invocation killed (scripted)");
+          },
+        });
+      return async (batch) => {
+        const records: SQSRecord[] = batch.map((delivery) =>
+          sqsRecord(delivery.body, { messageId: delivery.deliveryId, receiveCount: String(delivery.receiveCount) }),
+        );
+        const crash = tools.shouldFail(); // about one invocation in twenty
+        const response = await invocation(crash)({ Records: records }, lambdaContext(30_000, "babelqueue-demo"));
+        if (crash) return records.map(() => false); // no response reached Lambda: every record returns
+        const failed = new Set(response.batchItemFailures.map((failure) => failure.itemIdentifier));
+        return records.map((record) => !failed.has(record.messageId));
+      };
+    });
+    // The truth is in the table: rows the committed transactions wrote.
+    const counts = await effectCounts(client, effects);
+    let total = 0;
+    let repeated = 0;
+    for (const n of counts.values()) {
+      total += n;
+      repeated += Math.max(0, n - 1);
+    }
+    return { ...report, effects: total, duplicateEffects: repeated, lost: report.uniqueIds - counts.size };
+  } finally {
+    await local.stop();
   }
 }

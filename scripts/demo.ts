@@ -28,8 +28,9 @@ async function engineOnMemory(): Promise<DemoReport> {
 }
 
 /** Scenarios added by the runtime integrations, each in its own module beside this one. */
-const extraScenarios: [file: string, load: () => Promise<() => Promise<DemoReport>>][] = [
+const extraScenarios: [file: string, load: () => Promise<() => Promise<DemoReport | undefined>>][] = [
   ["demo-lambda.ts", async () => (await import("./demo-lambda.js")).runLambdaScenario],
+  ["demo-lambda.ts", async () => (await import("./demo-lambda.js")).runLambdaTransactionalScenario],
   ["demo-cloudflare.ts", async () => (await import("./demo-cloudflare.js")).runCloudflareScenario],
 ];
 
@@ -39,7 +40,8 @@ if (!only || only === "memory") reports.push(await engineOnMemory());
 for (const [file, load] of extraScenarios) {
   if (only && !file.includes(only)) continue;
   if (!existsSync(new URL(file, import.meta.url))) continue;
-  reports.push(await (await load())());
+  const report = await (await load())();
+  if (report !== undefined) reports.push(report);
 }
 console.log(formatReports(reports));
 const failed = reports.filter((r) => !passed(r));

@@ -88,8 +88,7 @@ export default {
       // The side effect, run once per meta.id. Log ids and counts, never payloads or secrets.
       console.log(`ran ${message.job} id=${ctx.key ?? "(none)"} attempts=${ctx.attempts} dedupe=${ctx.dedupe}`);
     },
-    observe: (event) => {
-      if (event.type === "store-error") console.warn(`idempotency store ${event.step} failed for ${event.ids} id(s)`);
-    },
+    // Every outcome that is not a plain run (duplicate, park, failure, conflict, store error) is
+    // logged as one JSON line by default, without payloads; `metrics` and `tracing` are opt-in.
   }),
 } satisfies ExportedHandler<Env>;

@@ -94,6 +94,8 @@ function consumerFor(env: StormEnv) {
   const handler = queueHandler<StormEnv>({
     store: (e) => new DurableObjectStore(e.IDEMPOTENCY, { namespace: "storm", shards: 4 }),
     leaseMs: STORM_LEASE_MS,
+    // The storm's outcomes are counted below; thousands of duplicate lines would drown the demo.
+    logger: false,
     handle: async (envelope, ctx) => {
       const failRate = typeof envelope.data.failRate === "number" ? envelope.data.failRate : 0;
       if (Math.random() < failRate) throw new Error("payment gateway timeout (scripted)");
