@@ -22,7 +22,7 @@ import { measureBundles } from "./bundle.js";
 import { measureImportTimes } from "./import-time.js";
 import { measureOverhead } from "./overhead.js";
 import { type BenchResults, keyRows, ratio, renderMarkdown, renderSvg } from "./report.js";
-import { dynamodbKits, measureBackend, redisKits } from "./store-runs.js";
+import { type BackendFigures, dynamodbKits, measureBackend, redisKits } from "./store-runs.js";
 
 function knob(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -67,8 +67,8 @@ async function measure(): Promise<BenchResults> {
   const imports = measureImportTimes(bundles, importSamples);
   step(`starting DynamoDB Local, redis-server, the REST bridge and ${delayMs} ms delay proxies`);
   const backends = await startBackends(delayMs);
-  let dynamodb;
-  let redis;
+  let dynamodb: BackendFigures;
+  let redis: BackendFigures;
   try {
     step(`DynamoDB: ${rounds} rounds`);
     dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);
