@@ -10,6 +10,9 @@ import { defineConfig } from "vitest/config";
 
 const BACKEND_FREE = [
   "test/engine.test.ts",
+  "test/engine-semantics.test.ts",
+  "test/engine-window.test.ts",
+  "test/observability/*.test.ts",
   "test/envelope.test.ts",
   "test/memory-store.test.ts",
   "test/conformance.test.ts",
