@@ -19,7 +19,7 @@ import {
   IdempotencyRecordStatus,
   makeIdempotent,
 } from "@aws-lambda-powertools/idempotency";
-import { BasePersistenceLayer, IdempotencyRecord } from "@aws-lambda-powertools/idempotency/persistence";
+import { BasePersistenceLayer, type IdempotencyRecord } from "@aws-lambda-powertools/idempotency/persistence";
 import type { Context, SQSRecord } from "aws-lambda";
 import { Effect, type Kit, type RequestCounter } from "./kit.js";
 

@@ -349,5 +349,5 @@ export function renderSvg(results: BenchResults): string {
   });
   parts.push(`<text x="16" y="${height - 10}" fill="#555">${escapeXml(`Medians; ${results.facts.delayMs} ms injected each way for wall times; one run on ${results.facts.cores} cores. Red ratio = Powertools ahead. Details: report.md`)}</text>`);
   parts.push("</svg>");
-  return parts.join("\n") + "\n";
+  return `${parts.join("\n")}\n`;
 }

@@ -1,9 +1,13 @@
 /**
- * `babelqueue-serverless/cloudflare`: everything a Cloudflare Worker needs — the Durable Object
- * store and its object class, the KV seen-set store, and the Queues consumer handler.
+ * `babelqueue-serverless/cloudflare`: what a Cloudflare Queues consumer needs — the Durable Object
+ * store's client, the KV seen-set store, and the Queues consumer handler.
  *
- * Re-export `IdempotencyObject` from your Worker's main module so the runtime can find the class
- * your `durable_objects` binding names. Nothing here imports the AWS SDK or any Node module.
+ * This entry imports nothing from `cloudflare:workers`, so it loads in plain Node too: a user's
+ * unit tests can import their consumer (built with `queueHandler`) without workerd. The Durable
+ * Object class itself is not here: it extends `cloudflare:workers`' `DurableObject`, so it lives
+ * behind `babelqueue-serverless/cloudflare/durable-object` (and, under the `workerd` export
+ * condition that wrangler bundles with, is re-exported from this subpath as well; see
+ * ./cloudflare-workerd.ts). Nothing here imports the AWS SDK or any Node module.
  */
 export {
   DurableObjectStore,
@@ -14,7 +18,6 @@ export {
   type ShardClaimRef,
   type ShardRecord,
 } from "../stores/durable-object.js";
-export { IdempotencyObject, type IdempotencyObjectState } from "../stores/idempotency-object.js";
 export { KVStore, type KVStoreOptions, type SeenSetKV } from "../stores/kv.js";
 export {
   CONSUMER_WALL_TIME_MS,

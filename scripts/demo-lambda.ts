@@ -20,7 +20,7 @@
  * What this is *not*: a benchmark of DynamoDB. The emulators' latency and throughput are nothing
  * like the service's.
  */
-import { createServer } from "node:net";
+import type { createServer } from "node:net";
 import { createRequire } from "node:module";
 import { type AttributeValue, DynamoDBClient, ScanCommand } from "@aws-sdk/client-dynamodb";
 import type { SQSEvent, SQSRecord } from "aws-lambda";

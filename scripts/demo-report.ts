@@ -46,6 +46,6 @@ export function formatReports(reports: readonly DemoReport[]): string {
   const rows = [columns.map(([title]) => title), ...reports.map((r) => columns.map(([, cell]) => cell(r)))];
   const widths = columns.map((_, c) => Math.max(...rows.map((row) => (row[c] as string).length)));
   const line = (row: string[]) => `| ${row.map((cell, c) => (c === 0 ? cell.padEnd(widths[c] as number) : cell.padStart(widths[c] as number))).join(" | ")} |`;
-  const rule = `|${widths.map((w, c) => (c === 0 ? ":" + "-".repeat(w + 1) : "-".repeat(w + 1) + ":")).join("|")}|`;
+  const rule = `|${widths.map((w, c) => (c === 0 ? `:${"-".repeat(w + 1)}` : `${"-".repeat(w + 1)}:`)).join("|")}|`;
   return [line(rows[0] as string[]), rule, ...rows.slice(1).map(line)].join("\n");
 }

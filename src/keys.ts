@@ -31,7 +31,7 @@ export function checkNamespace(namespace: string): string {
 
 /** UTF-8 length of a string, without allocating for pure-ASCII strings. */
 export function utf8Length(value: string): number {
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: an ASCII range test, control characters included on purpose.
   return /^[\x00-\x7f]*$/.test(value) ? value.length : encoder.encode(value).length;
 }
 

@@ -7,14 +7,14 @@
  * manifest's `sqs.attempts_reconciliation` cases.
  */
 import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
-import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
+import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import type { Envelope } from "../src/envelope.js";
 import type { HandlerContext } from "../src/engine.js";
 import { fifoGroupOf, headersOf, redeliveriesOf, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
 import { DynamoDBStore, type DynamoDBStoreOptions, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import { freePort, localClientConfig, onEveryRequest } from "../scripts/dynamodb-local.mjs";
-import { FIFO_QUEUE_ARN, STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../scripts/lambda-events.js";
+import { STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../scripts/lambda-events.js";
 import { conformanceSkipReason, fixture, manifest } from "./conformance-data.js";
 
 const endpoint = inject("dynamodbEndpoint");
@@ -92,7 +92,7 @@ describe("sqsHandler on DynamoDB Local", () => {
     let flaky = 0;
     const handler = sqsHandler({
       store: s,
-      handle: async (message: Envelope, ctx) => {
+      handle: async (_message: Envelope, ctx) => {
         await new Promise((r) => setTimeout(r, Math.random() * 5));
         if (Math.random() < 0.15) {
           flaky += 1;

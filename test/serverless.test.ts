@@ -3,18 +3,23 @@
  * CloudFormation template and the bundle into a temp dir, and these tests hold the template to
  * the file's promises — partial batch responses, batch size and window, TTL, DLQ + redrive,
  * visibility timeout >= 6x the function timeout, the table as idempotencyTableDefinition says,
- * IAM no broader than DynamoDBStore's exact actions on the table's ARN — then run the deployed
- * bundle itself on a batch against DynamoDB Local.
+ * IAM no broader than DynamoDBStore's exact actions on the table's ARN, one minified,
+ * self-contained bundle (the AWS SDK inside, on purpose) — then run the deployed bundle itself, in
+ * a directory with nothing else, on a batch against DynamoDB Local, and against a closed port (the
+ * store error keeps its class name through minification).
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { builtinModules } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { inflateRawSync } from "node:zlib";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse } from "aws-lambda";
+import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DYNAMODB_STORE_ACTIONS, DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
+import { freePort } from "../scripts/dynamodb-local.mjs";
+import { zipEntries as unzip } from "../scripts/zip-entries.js";
 import { fixture } from "./conformance-data.js";
 
 type Json = Record<string, unknown>;
@@ -37,28 +42,6 @@ function getAttTarget(value: unknown): string | undefined {
   return Array.isArray(getAtt) && getAtt[1] === "Arn" ? String(getAtt[0]) : undefined;
 }
 
-/** Reads the entries of a zip file (stored or deflated), enough for the bundle osls writes. */
-function unzip(buffer: Buffer): Map<string, Buffer> {
-  const entries = new Map<string, Buffer>();
-  const end = buffer.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
-  const count = buffer.readUInt16LE(end + 10);
-  let offset = buffer.readUInt32LE(end + 16);
-  for (let i = 0; i < count; i += 1) {
-    const method = buffer.readUInt16LE(offset + 10);
-    const compressed = buffer.readUInt32LE(offset + 20);
-    const nameLength = buffer.readUInt16LE(offset + 28);
-    const extraLength = buffer.readUInt16LE(offset + 30);
-    const commentLength = buffer.readUInt16LE(offset + 32);
-    const local = buffer.readUInt32LE(offset + 42);
-    const name = buffer.toString("utf8", offset + 46, offset + 46 + nameLength);
-    const dataStart = local + 30 + buffer.readUInt16LE(local + 26) + buffer.readUInt16LE(local + 28);
-    const data = buffer.subarray(dataStart, dataStart + compressed);
-    entries.set(name, method === 8 ? inflateRawSync(data) : Buffer.from(data));
-    offset += 46 + nameLength + extraLength + commentLength;
-  }
-  return entries;
-}
-
 beforeAll(() => {
   const run = spawnSync("osls", ["package", "--package", out, "--stage", "test", "--region", "us-east-1"], {
     cwd: process.cwd(),
@@ -79,6 +62,27 @@ beforeAll(() => {
 }, 120_000);
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** The zip unpacked into a directory holding nothing else (no node_modules): what Lambda runs. */
+function unzipped(): string {
+  const dir = join(work, "unzipped");
+  mkdirSync(join(dir, "examples/lambda"), { recursive: true });
+  for (const [name, data] of unzip(readFileSync(join(out, "consumer.zip")))) writeFileSync(join(dir, name), data);
+  return dir;
+}
+
+const body = () => JSON.stringify(fixture("fixtures/order-created.json"));
+const record = (messageId: string, receiveCount: string, recordBody = body()) => ({
+  messageId,
+  receiptHandle: "AQEB",
+  body: recordBody,
+  attributes: { ApproximateReceiveCount: receiveCount, SentTimestamp: "1", SenderId: "A", ApproximateFirstReceiveTimestamp: "1" },
+  messageAttributes: {},
+  md5OfBody: "",
+  eventSource: "aws:sqs",
+  eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:orders",
+  awsRegion: "us-east-1",
+});
 
 describe("serverless.yml (osls package, offline)", () => {
   it("subscribes the function to the queue with partial batch responses, a batch size and a batching window", () => {
@@ -159,28 +163,35 @@ describe("serverless.yml (osls package, offline)", () => {
     expect([...entries.keys()].sort()).toEqual(["examples/lambda/consumer.mjs", "examples/lambda/consumer.mjs.map"]);
   });
 
-  it("the deployed bundle consumes a batch on DynamoDB Local in a fresh Node process: runs once, suppresses the redelivery", async () => {
-    const entries = unzip(readFileSync(join(out, "consumer.zip")));
-    const dir = join(work, "unzipped");
-    mkdirSync(join(dir, "examples/lambda"), { recursive: true });
-    for (const [name, data] of entries) writeFileSync(join(dir, name), data);
+  it("bundles one minified, self-contained file: it loads nothing but Node built-ins, and its map carries no sources", async () => {
+    const dir = unzipped();
+    const bundle = join(dir, "examples/lambda/consumer.mjs");
+    const code = readFileSync(bundle, "utf8");
+    // esbuild parses the deployed bundle and lists every module it would load at run time (imports,
+    // dynamic imports, require calls), all bare specifiers left external.
+    const { metafile } = await build({ entryPoints: [bundle], bundle: true, write: false, metafile: true, platform: "node", format: "esm", packages: "external", logLevel: "silent" });
+    const loaded = Object.values(metafile.inputs).flatMap((input) => input.imports.filter((i) => i.external).map((i) => i.path));
+    const builtin = (specifier: string) => specifier.startsWith("node:") || builtinModules.includes(specifier.split("/")[0] as string);
+    // The SDK's own optional SigV4a signers, required inside a try/catch only when a request needs
+    // SigV4a (multi-region endpoints, never DynamoDB): absent at runtime, and the SDK copes.
+    const sdkOptional = new Set(["@aws-sdk/signature-v4-crt", "@aws-sdk/signature-v4a"]);
+    expect(loaded.length).toBeGreaterThan(0);
+    expect(loaded.filter((specifier) => !builtin(specifier) && !sdkOptional.has(specifier))).toEqual([]);
+    // The SDK is inside, on purpose (serverless.yml says why).
+    expect(code).toMatch(/DynamoDB/);
+    // Minified: long lines, not one statement per line (0.1.0 shipped an unminified 1.3 MB bundle).
+    expect(code.length / code.split("\n").length).toBeGreaterThan(1000);
+    expect(code.length).toBeLessThan(800 * 1024);
+    const map = JSON.parse(readFileSync(`${bundle}.map`, "utf8")) as { sourcesContent?: unknown };
+    expect(map.sourcesContent ?? []).toEqual([]);
+  });
 
+  it("the deployed bundle consumes a batch on DynamoDB Local in a fresh Node process: runs once, suppresses the redelivery", async () => {
+    const dir = unzipped();
     const table = `sls-bundle-${Date.now().toString(36)}`;
     const endpoint = inject("dynamodbEndpoint");
     const credentials = { accessKeyId: "local", secretAccessKey: "local" };
     await createIdempotencyTable(new DynamoDBClient({ endpoint, region: "us-east-1", credentials }), idempotencyTableDefinition(table));
-    const body = JSON.stringify(fixture("fixtures/order-created.json"));
-    const record = (messageId: string, receiveCount: string, recordBody = body) => ({
-      messageId,
-      receiptHandle: "AQEB",
-      body: recordBody,
-      attributes: { ApproximateReceiveCount: receiveCount, SentTimestamp: "1", SenderId: "A", ApproximateFirstReceiveTimestamp: "1" },
-      messageAttributes: {},
-      md5OfBody: "",
-      eventSource: "aws:sqs",
-      eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:orders",
-      awsRegion: "us-east-1",
-    });
     const events = [{ Records: [record("m1", "1"), record("m2", "1", "garbage")] }, { Records: [record("m3", "2")] }];
     // A Lambda-like host: a fresh process, configured through the environment, invoking the export.
     const runner = join(dir, "invoke.mjs");
@@ -210,5 +221,35 @@ process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
     expect(run.stdout.split("\n").filter((line) => line.includes("urn:babel:orders:created"))).toHaveLength(1);
     const check = new DynamoDBStore({ table, namespace: "orders-consumer", clientConfig: { endpoint, region: "us-east-1", credentials } });
     expect(await check.seen(String((fixture("fixtures/order-created.json").meta as Json).id))).toBe(true);
+  });
+
+  it("keeps class names through minification: with DynamoDB unreachable the batch is retried and the log names StoreUnavailableError", async () => {
+    const dir = unzipped();
+    const port = await freePort();
+    const runner = join(dir, "invoke-down.mjs");
+    writeFileSync(
+      runner,
+      `import { handler } from "./examples/lambda/consumer.mjs";
+const response = await handler(${JSON.stringify({ Records: [record("d1", "1")] })}, { getRemainingTimeInMillis: () => 30000 });
+process.stdout.write("RESPONSE " + JSON.stringify(response) + "\\n");`,
+    );
+    const run = spawnSync("node", [runner], {
+      cwd: dir,
+      encoding: "utf8",
+      timeout: 60_000,
+      env: {
+        PATH: process.env.PATH,
+        IDEMPOTENCY_TABLE: "unreachable",
+        AWS_ENDPOINT_URL_DYNAMODB: `http://127.0.0.1:${port}`,
+        AWS_MAX_ATTEMPTS: "1",
+        AWS_REGION: "us-east-1",
+        AWS_ACCESS_KEY_ID: "local",
+        AWS_SECRET_ACCESS_KEY: "local",
+      },
+    });
+    expect(run.status, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout.split("RESPONSE ")[1] as string)).toEqual({ batchItemFailures: [{ itemIdentifier: "d1" }] });
+    expect(`${run.stdout}${run.stderr}`).toMatch(/StoreUnavailableError/);
+    expect(run.stdout).not.toMatch(/urn:babel:orders:created/);
   });
 });

@@ -170,8 +170,7 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
         const multi = redis.multi();
         for (const [name, ...args] of commands) multi.callBuffer(name, ...args);
         bridge.commands += commands.length;
-        let results: [Error | null, unknown][] | null;
-        results = await multi.exec();
+        const results: [Error | null, unknown][] | null = await multi.exec();
         if (results === null) return send(response, 400, { error: "ERR transaction discarded" });
         return send(
           response,

@@ -27,10 +27,7 @@ export const handler = sqsHandler({
       JSON.stringify({ job: envelope.job, id: ctx.key, trace_id: envelope.trace_id, attempts: ctx.attempts, dedupe: ctx.dedupe }),
     );
   },
-  observe: (event) => {
-    if (event.type === "store-error") console.warn(JSON.stringify({ storeError: event.step, ids: event.ids, error: String(event.error) }));
-    else if (event.result.status === "commit-failed" || event.result.status === "invalid") {
-      console.warn(JSON.stringify({ index: event.index, status: event.result.status, id: event.result.key }));
-    }
-  },
+  // Every delivery that is not a plain run (duplicate, park, failure, invalid, conflict,
+  // commit-failed) and every store error is logged as one JSON line by default, never a payload.
+  // `metrics: true` adds CloudWatch EMF lines; `tracing: { api }` OpenTelemetry spans.
 });

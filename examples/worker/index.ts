@@ -18,11 +18,11 @@ import { DurableObjectStore, queueHandler } from "babelqueue-serverless/cloudfla
 import { type AdminEnv, adminRoute } from "./admin.js";
 
 // The Durable Object class must be exported from the Worker's main module.
-export { IdempotencyObject } from "babelqueue-serverless/cloudflare";
+export { IdempotencyObject } from "babelqueue-serverless/cloudflare/durable-object";
 
 export interface Env extends AdminEnv {
   QUEUE: Queue;
-  IDEMPOTENCY: DurableObjectNamespace<import("babelqueue-serverless/cloudflare").IdempotencyObject>;
+  IDEMPOTENCY: DurableObjectNamespace<import("babelqueue-serverless/cloudflare/durable-object").IdempotencyObject>;
   SEEN: KVNamespace;
   /** Optional, set with `wrangler secret put PRODUCER_TOKEN`: required as a Bearer token on POST /jobs. */
   PRODUCER_TOKEN?: string;

@@ -14,6 +14,7 @@ import { RELIABILITY_MIXES, reliabilitySize } from "../reliability/mixes.js";
 import { type SimulationReport, formatSimulationTable, formatWindowTable, simulate, windowProblems } from "../reliability/simulate.js";
 
 declare module "vitest" {
+  // biome-ignore lint/suspicious/noExportsInTest: a type augmentation of vitest, not an export of this file.
   export interface ProvidedContext {
     reliabilityFull: boolean;
   }

@@ -12,7 +12,8 @@
  * It is not a test (no *.test.ts): it lives here to be type-checked with the Workers types.
  */
 import { DurableObject } from "cloudflare:workers";
-import { DurableObjectStore, IdempotencyObject, queueHandler } from "../../entry/cloudflare.js";
+import { DurableObjectStore, queueHandler } from "../../entry/cloudflare.js";
+import { IdempotencyObject } from "../../entry/cloudflare-durable-object.js";
 import type { MessageResult } from "../../src/decision.js";
 
 export { IdempotencyObject };

@@ -6,7 +6,8 @@
  * The dead-letter queue's consumer records what arrived there.
  */
 import { DurableObject } from "cloudflare:workers";
-import { DurableObjectStore, IdempotencyObject, queueHandler } from "../../entry/cloudflare.js";
+import { DurableObjectStore, queueHandler } from "../../entry/cloudflare.js";
+import { IdempotencyObject } from "../../entry/cloudflare-durable-object.js";
 
 export { IdempotencyObject };
 
