@@ -9,7 +9,7 @@
  */
 import type { CostBackend, CostFigure } from "./cost-runs.js";
 import type { CostWorkloadName } from "./cost-workloads.js";
-import { PRICES, PRICES_CHECKED } from "./prices.js";
+import { PRICES, } from "./prices.js";
 
 export interface CostResults {
   readonly figures: readonly CostFigure[];

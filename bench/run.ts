@@ -74,11 +74,11 @@ async function measure(): Promise<BenchResults> {
   const imports = measureImportTimes(bundles, importSamples);
   step(`starting DynamoDB Local, redis-server, the REST bridge and ${delayMs} ms delay proxies`);
   const backends = await startBackends(delayMs);
-  let dynamodb;
-  let redis;
-  let window;
-  let transactional;
-  let costFigures;
+  let dynamodb: BenchResults["dynamodb"] | undefined;
+  let redis: BenchResults["redis"] | undefined;
+  let window: BenchResults["window"];
+  let transactional: BenchResults["transactional"];
+  let costFigures: Awaited<ReturnType<typeof measureCosts>> | undefined;
   try {
     step(`DynamoDB: ${rounds} rounds`);
     dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);

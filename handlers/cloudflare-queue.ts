@@ -191,9 +191,9 @@ export function queueHandler<Env, Message = Envelope, QueueMessage extends Queue
         })`,
       );
       // Messages already acked stay acked (their effect is committed); the rest are retried.
-      messages.forEach((_, i) => settleOnce(i, undefined));
+      for (let i = 0; i < messages.length; i += 1) settleOnce(i, undefined);
       return;
     }
-    messages.forEach((_, i) => settleOnce(i, results[i]));
+    for (let i = 0; i < messages.length; i += 1) settleOnce(i, results[i]);
   };
 }

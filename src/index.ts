@@ -22,11 +22,11 @@ export {
   DEFAULT_RETENTION_MS,
   isClaimingStore,
 } from "./contract.js";
-export {
-  type DecisionPolicy,
-  type DedupeMode,
-  type MessageResult,
-  type ResultStatus,
+export type {
+  DecisionPolicy,
+  DedupeMode,
+  MessageResult,
+  ResultStatus,
 } from "./decision.js";
 export {
   BatchEngine,
@@ -36,7 +36,7 @@ export {
   type HandlerContext,
   type ProcessOptions,
 } from "./engine.js";
-export { type EngineEvent, type RunInfo, type RunInterceptor, type StoreStep } from "./events.js";
+export type { EngineEvent, RunInfo, RunInterceptor, StoreStep } from "./events.js";
 export { type Fingerprinter, MAX_FINGERPRINT_LENGTH, canonicalJson, defaultFingerprint } from "./fingerprint.js";
 export {
   type Decoded,

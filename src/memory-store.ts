@@ -147,7 +147,7 @@ export class InMemoryStore implements ClaimingStore {
 
   async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
     const checked = checkFingerprints(fingerprints, ids.length);
-    ids.forEach((id, i) => this.#rememberSync(id, checked[i]));
+    for (const [i, id] of ids.entries()) this.#rememberSync(id, checked[i]);
   }
 
   async forget(id: string): Promise<void> {

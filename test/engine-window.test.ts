@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { Claim, ClaimRef, ClaimingStore } from "../src/contract.js";
 import type { MessageResult } from "../src/decision.js";
 import { BatchEngine, type Delivery, type EngineEvent } from "../src/engine.js";
-import { DeadlineExceededError, GroupBlockedError, StoreUnavailableError } from "../src/errors.js";
+import { type DeadlineExceededError, GroupBlockedError, StoreUnavailableError } from "../src/errors.js";
 import { InMemoryStore } from "../src/memory-store.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
