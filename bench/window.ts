@@ -87,6 +87,7 @@ function oursWindowKit(name: string, store: () => Store, requests: Tally): Windo
         store: store(),
         // The lease outlasts the invocation by less than the redelivery wait, as with SQS's visibility timeout.
         leaseMarginMs: 200,
+        logger: false,
         handle: async (_envelope, ctx) => body(ctx.key as string, Number(ctx.record.messageId.split("#")[1] ?? 0), behaviour, effects, timing),
         observe: (event) => {
           if (event.type === "result" && event.result.status === "ran" && event.result.key !== undefined) timing.committed.set(event.result.key, performance.now());

@@ -11,7 +11,7 @@ import {
   PayloadConflictError,
   StoreUnavailableError,
 } from "../src/errors.js";
-import { canonicalJson, defaultFingerprint } from "../src/fingerprint.js";
+import { canonicalJson, defaultFingerprint, fingerprintsDiffer, hash128 } from "../src/fingerprint.js";
 import { InMemoryStore } from "../src/memory-store.js";
 import { wrap, wrapResult } from "../src/wrap.js";
 
@@ -33,10 +33,36 @@ describe("payload fingerprints", () => {
     const a = await defaultFingerprint({ job: "j", data: { x: 1, y: { b: 2, a: [1, { d: 4, c: 3 }] } }, meta: { lang: "go" }, attempts: 0 });
     const b = await defaultFingerprint({ attempts: 3, meta: { lang: "php" }, data: { y: { a: [1, { c: 3, d: 4 }], b: 2 }, x: 1 }, job: "j" });
     expect(a).toBe(b);
-    expect(a).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(a).toMatch(/^h1:[A-Za-z0-9_-]{22}$/);
     expect(await defaultFingerprint({ job: "j", data: { x: 2 } })).not.toBe(await defaultFingerprint({ job: "j", data: { x: 1 } }));
     expect(await defaultFingerprint({ job: "k", data: { x: 1 } })).not.toBe(await defaultFingerprint({ job: "j", data: { x: 1 } }));
     expect(canonicalJson(JSON.parse('{"b":1,"__proto__":{"z":1},"a":[2,1]}'))).toBe('{"__proto__":{"z":1},"a":[2,1],"b":1}');
+  });
+
+  it("hash128 is stable, spreads, and tells near-identical payloads apart", () => {
+    // Pinned: a change of the algorithm would turn every stored fingerprint into a conflict.
+    expect(hash128("")).toBe("7TJ-706u8nTH5hq4LH4w-A");
+    expect(hash128('{"data":{"amount":5},"job":"charge"}')).toBe("gryawj7HgE0lpfqJS1GVRw");
+    expect(defaultFingerprint({ job: "j", data: { x: 1 }, meta: { id: "any" } })).toBe("h1:RjNyBS-qOOYVeEr5K2XhrQ");
+    const seen = new Set<string>();
+    for (let i = 0; i < 50_000; i += 1) seen.add(hash128(`{"data":{"order":${i},"amount":1299},"job":"orders.charge"}`));
+    expect(seen.size).toBe(50_000);
+    // One code unit changed anywhere changes about half of the 128 bits.
+    const bits = (text: string) => [...text].map((ch) => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".indexOf(ch).toString(2).padStart(6, "0")).join("");
+    const base = "x".repeat(200);
+    for (const at of [0, 99, 199]) {
+      const flipped = `${base.slice(0, at)}y${base.slice(at + 1)}`;
+      const [p, q] = [bits(hash128(base)), bits(hash128(flipped))];
+      const differing = [...p].filter((bit, i) => bit !== q[i]).length;
+      expect(differing).toBeGreaterThan(40);
+      expect(differing).toBeLessThan(92);
+    }
+    expect(hash128("ab")).not.toBe(hash128("ba"));
+    expect(hash128("a")).not.toBe(hash128("a\u0000"));
+    expect(fingerprintsDiffer("x", "y")).toBe(true);
+    expect(fingerprintsDiffer("x", "x")).toBe(false);
+    expect(fingerprintsDiffer(undefined, "y")).toBe(false);
+    expect(fingerprintsDiffer("x", undefined)).toBe(false);
   });
 
   it("a redelivery re-serialised by another SDK is a duplicate, not a conflict", async () => {
@@ -95,7 +121,7 @@ describe("payload fingerprints", () => {
     const store = new InMemoryStore();
     const engine = new BatchEngine(store, () => undefined, { fingerprint: (m) => `v${String((m.data as { v: number }).v)}`.repeat(40) });
     await engine.process(one(envelope("f", { v: 1, noise: 1 })));
-    expect((await store.inspect("f"))?.fingerprint).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect((await store.inspect("f"))?.fingerprint).toMatch(/^h1:[A-Za-z0-9_-]{22}$/);
     expect((await engine.process(one(envelope("f", { v: 1, noise: 2 }))))[0]?.status).toBe("duplicate");
     expect((await engine.process(one(envelope("f", { v: 2 }))))[0]?.status).toBe("conflict");
     const throwing = new BatchEngine(new InMemoryStore(), () => undefined, {
@@ -133,7 +159,7 @@ describe("payload fingerprints", () => {
     const engine = new BatchEngine(recalling, () => undefined);
     expect(engine.claimMode).toBe(false);
     await engine.process(one(envelope("s", { n: 1 })));
-    expect((await backing.recallMany(["s"]))[0]?.fingerprint).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect((await backing.recallMany(["s"]))[0]?.fingerprint).toMatch(/^h1:[A-Za-z0-9_-]{22}$/);
     expect((await engine.process(one(envelope("s", { n: 2 }))))[0]).toMatchObject({ status: "conflict", dedupe: "seen-set", ack: false });
     const plain: Store = { seen: (id) => backing.seen(id), remember: (id) => backing.remember(id), forget: (id) => backing.forget(id) };
     expect((await new BatchEngine(plain, () => undefined).process(one(envelope("s", { n: 2 }))))[0]?.status).toBe("duplicate");

@@ -78,14 +78,17 @@ export function decode<Message, RC>(deps: PhaseDeps<Message>, delivery: Delivery
   return item;
 }
 
-/** Fingerprints every keyed message (in parallel: the default is an async SHA-256). */
+/** Fingerprints every keyed message: synchronously for the default, awaiting only a user's async fingerprint function. */
 export async function fingerprintAll<Message, RC>(deps: PhaseDeps<Message>, items: readonly Item<Message, RC>[]): Promise<void> {
   if (deps.fingerprint === undefined) return;
-  await Promise.all(
-    items.map(async (item) => {
-      if (item.key !== undefined && item.result === undefined) item.fingerprint = await fingerprintOf(deps.fingerprint, item.message as Message);
-    }),
-  );
+  const pending: Promise<void>[] = [];
+  for (const item of items) {
+    if (item.key === undefined || item.result !== undefined) continue;
+    const value = fingerprintOf(deps.fingerprint, item.message as Message);
+    if (value instanceof Promise) pending.push(value.then((fingerprint) => void (item.fingerprint = fingerprint)));
+    else item.fingerprint = value;
+  }
+  if (pending.length > 0) await Promise.all(pending);
 }
 
 /**
