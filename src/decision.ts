@@ -189,20 +189,30 @@ export function afterCommit(error: unknown, dedupe: DedupeMode, key: string): Me
 /**
  * A second copy of a message inside the same batch (same key). It never runs: it shares its
  * first copy's fate — acknowledged when the first copy's effect happened or was already done,
- * retried otherwise — unless its fingerprint differs from the first copy's: then it is a
- * `conflict` like any reused id.
+ * retried otherwise — unless its fingerprint differs from the payload the id belongs to: then it
+ * is a `conflict` like any reused id. That payload is the first copy's, or, when the first copy was
+ * itself a conflict, the stored record's (`fingerprints.stored`): a copy that matches the record is
+ * then an ordinary duplicate (or in-flight park).
  */
 export function copyOf(
   first: MessageResult,
   policy: DecisionPolicy,
-  fingerprints: { readonly first?: string; readonly copy?: string } = {},
+  fingerprints: { readonly first?: string; readonly copy?: string; readonly stored?: string } = {},
 ): MessageResult {
+  const base = { dedupe: first.dedupe, handlerRan: false, ...(first.key === undefined ? {} : { key: first.key }) };
+  if (first.status === "conflict" && first.key !== undefined) {
+    const conflictState = first.error instanceof PayloadConflictError ? first.error.state : "done";
+    if (fingerprintsDiffer(fingerprints.stored, fingerprints.copy)) {
+      return conflict(policy, first.dedupe, first.key, conflictState, fingerprints.stored as string, fingerprints.copy as string);
+    }
+    if (conflictState === "done") return { status: "duplicate", ack: true, ...base };
+    return { status: "in-flight", ack: false, retryAfterMs: first.retryAfterMs ?? 0, ...base };
+  }
   if (first.key !== undefined && fingerprintsDiffer(fingerprints.first, fingerprints.copy)) {
-    const state = first.ack && first.status !== "invalid" && first.status !== "conflict" ? "done" : "in-flight";
+    const state = first.ack && first.status !== "invalid" ? "done" : "in-flight";
     return conflict(policy, first.dedupe, first.key, state, fingerprints.first as string, fingerprints.copy as string);
   }
-  const base = { dedupe: first.dedupe, handlerRan: false, ...(first.key === undefined ? {} : { key: first.key }) };
-  if (first.ack && first.status !== "invalid" && first.status !== "conflict") return { status: "duplicate", ack: true, ...base };
+  if (first.ack && first.status !== "invalid") return { status: "duplicate", ack: true, ...base };
   return { status: "in-flight", ack: false, retryAfterMs: first.retryAfterMs ?? 0, ...base };
 }
 

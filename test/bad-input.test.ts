@@ -158,3 +158,57 @@ describe("bad input through queueHandler", () => {
     expect(outcomes).toEqual(["ack", "ack"]);
   });
 });
+
+describe("conflicting payloads: a reused id with another payload, through both adapters", () => {
+  /** Batches of (id, payload variant) pairs; the first variant an id is seen with is its real payload. */
+  const reuseArb = fc.array(fc.array(fc.record({ id: fc.nat(6), variant: fc.nat(2) }), { minLength: 1, maxLength: 12 }), { minLength: 1, maxLength: 4 });
+  const payload = (id: number, variant: number) => ({ ...good(`reused-${id}`), data: { card: SECRET, variant } });
+
+  it("sqsHandler: a conflict is never run and never acked (dropped only with onConflict: drop), and its payload is never logged", async () => {
+    await fc.assert(
+      fc.asyncProperty(reuseArb, fc.boolean(), async (batches, drop) => {
+        const store = new InMemoryStore();
+        const runs = new Map<string, number[]>();
+        const handler = sqsHandler({
+          store,
+          ...(drop ? { onConflict: "drop" as const } : {}),
+          handle: (envelope, ctx) => void runs.set(ctx.key as string, [...(runs.get(ctx.key as string) ?? []), envelope.data.variant as number]),
+        });
+        const committed = new Map<number, number>();
+        for (const [b, batch] of batches.entries()) {
+          const records = batch.map((m, i) => sqsRecord(JSON.stringify(payload(m.id, m.variant)), { messageId: `b${b}-${i}` }));
+          const response = await handler({ Records: records } as SQSEvent, lambdaContext());
+          const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+          const firstInBatch = new Map<number, number>();
+          batch.forEach((m, i) => {
+            const owner = committed.get(m.id) ?? firstInBatch.get(m.id);
+            const conflict = owner !== undefined && owner !== m.variant;
+            if (conflict) expect(failed.has(`b${b}-${i}`), `b${b}-${i} conflict acked`).toBe(!drop);
+            else expect(failed.has(`b${b}-${i}`), `b${b}-${i}`).toBe(false);
+            if (owner === undefined) firstInBatch.set(m.id, m.variant);
+          });
+          for (const [id, variant] of firstInBatch) committed.set(id, variant);
+        }
+        // Each id ran exactly once, with its first payload: a conflicting one never ran.
+        for (const [id, variant] of committed) expect(runs.get(`reused-${id}`)).toEqual([variant]);
+        expect(logged.join("\n")).not.toContain(SECRET);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it("queueHandler: retries a conflict (or acks it with onConflict: drop), never runs it", async () => {
+    for (const drop of [false, true]) {
+      const store = new InMemoryStore();
+      let runs = 0;
+      const consumer = queueHandler<Record<string, never>>({ store: () => store, handle: () => void (runs += 1), ...(drop ? { onConflict: "drop" as const } : {}) });
+      const outcomes: string[] = [];
+      const message = (body: unknown): QueueMessageLike => ({ id: "x", body, attempts: 1, ack: () => void outcomes.push("ack"), retry: () => void outcomes.push("retry") });
+      await consumer({ queue: "q", messages: [message(payload(1, 0))] }, {}, { waitUntil: () => {} });
+      await consumer({ queue: "q", messages: [message(payload(1, 1)), message(payload(1, 0))] }, {}, { waitUntil: () => {} });
+      expect(outcomes).toEqual(["ack", drop ? "ack" : "retry", "ack"]);
+      expect(runs).toBe(1);
+    }
+    expect(logged.join("\n")).not.toContain(SECRET);
+  });
+});

@@ -148,6 +148,21 @@ describe("payload fingerprints", () => {
     expect(runs).toBe(1);
   });
 
+  it("after a conflicting first copy, a later copy that matches the stored payload is a plain duplicate", async () => {
+    const store = new InMemoryStore();
+    let runs = 0;
+    const engine = new BatchEngine(store, () => void (runs += 1));
+    await engine.process(one(envelope("m", { n: 1 })));
+    const results = await engine.process([...one(envelope("m", { n: 2 })), ...one(envelope("m", { n: 1 })), ...one(envelope("m", { n: 3 }))]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["conflict", false],
+      ["duplicate", true],
+      ["conflict", false],
+    ]);
+    expect((results[2]?.error as PayloadConflictError).state).toBe("done");
+    expect(runs).toBe(1);
+  });
+
   it("seen-set stores with recallMany report conflicts; without it, by id only", async () => {
     const backing = new InMemoryStore();
     const recalling: Store = {

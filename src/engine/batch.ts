@@ -24,6 +24,14 @@ import { type PhaseDeps, decode, fingerprintAll, gate, markCopiesAndBlocked, set
 import { invoke, lanesOf, runLanes } from "./run.js";
 import type { Delivery, Handler, Item, ProcessOptions } from "./types.js";
 
+/** The fingerprint the store answered the gate with (a done / in-flight record's), if any. */
+function storedFingerprint<Message, RC>(item: Item<Message, RC>): string | undefined {
+  const gate = item.gate;
+  if (gate?.kind === "claim" && gate.claim.status !== "claimed") return gate.claim.fingerprint;
+  if (gate?.kind === "seen") return gate.fingerprint;
+  return undefined;
+}
+
 /** Waits for `work` or `ms`, whichever comes first, and never leaves the timer behind (it would keep a process alive). */
 async function raceTimer(work: Promise<unknown>, ms: number): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -291,7 +299,7 @@ export class BatchRun<Message, RC> {
       }
     }
     for (const copy of this.#copies.get(item.index) ?? []) {
-      this.#finish(copy, copyOf(result, this.#engine.policy, { first: item.fingerprint, copy: copy.fingerprint }));
+      this.#finish(copy, copyOf(result, this.#engine.policy, { first: item.fingerprint, copy: copy.fingerprint, stored: storedFingerprint(item) }));
     }
   }
 }
