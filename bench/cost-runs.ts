@@ -11,9 +11,9 @@
  *
  * What this is *not*: a latency measurement (see the request runs) — one pass, no warm-up needed.
  */
+import { countingCacheClient } from "./store-runs.js";
 import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb";
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache";
-import type { CacheClient } from "@aws-lambda-powertools/idempotency/cache/types";
 import { DynamoDBStore } from "../stores/dynamodb.js";
 import { UpstashRedisStore } from "../stores/upstash.js";
 import { type Backends, OUR_TABLE, POWERTOOLS_TABLE } from "./backends.js";
@@ -124,13 +124,6 @@ function redisKit(kit: Kit, backends: Backends): MeteredKit {
   };
 }
 
-function countingCacheClient(client: CacheClient, tally: Tally): CacheClient {
-  return {
-    get: (name) => (tally.add(), client.get(name)),
-    set: (name, value, options) => (tally.add(), client.set(name, value, options)),
-    del: (keys) => (tally.add(), client.del(keys)),
-  };
-}
 
 /** Every workload through every DynamoDB and Redis kit. */
 export async function measureCosts(backends: Backends): Promise<CostFigure[]> {

@@ -11,6 +11,8 @@
  *
  * What this is *not*: a model of any real queue's redelivery timing; it fixes the mix, not the clock.
  */
+// mulberry32 (scripts/storm.ts): the storm is the same in every run and for every kit.
+import { seededRandom as random } from "../scripts/storm.js";
 
 /** One delivery of one message. */
 export interface CostDelivery {
@@ -37,17 +39,6 @@ export interface CostWorkload {
   readonly expectFailures: number;
 }
 
-/** mulberry32: a small seeded PRNG, so the storm is the same in every run and for every kit. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function shuffled<T>(items: T[], next: () => number): T[] {
   const out = [...items];

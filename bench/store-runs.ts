@@ -45,14 +45,14 @@ export interface BackendFigures {
   readonly figures: readonly ScenarioFigure[];
 }
 
-function countingScriptClient(client: RedisScriptClient, tally: Tally): RedisScriptClient {
+export function countingScriptClient(client: RedisScriptClient, tally: Tally): RedisScriptClient {
   return {
     eval: (script, keys, args) => (tally.add(), client.eval(script, keys, args)),
     evalsha: (sha, keys, args) => (tally.add(), client.evalsha(sha, keys, args)),
   };
 }
 
-function countingCacheClient(client: CacheClient, tally: Tally): CacheClient {
+export function countingCacheClient(client: CacheClient, tally: Tally): CacheClient {
   return {
     get: (name) => (tally.add(), client.get(name)),
     set: (name, value, options) => (tally.add(), client.set(name, value, options)),

@@ -13,18 +13,18 @@
  *
  * What this is *not*: a timing assertion. It reports; the report says where we are behind.
  */
+import { countingScriptClient, countingCacheClient } from "./store-runs.js";
 import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
 import { IdempotencyConfig, makeIdempotent } from "@aws-lambda-powertools/idempotency";
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache";
 import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb";
 import type { BasePersistenceLayer } from "@aws-lambda-powertools/idempotency/persistence";
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
-import type { CacheClient } from "@aws-lambda-powertools/idempotency/cache/types";
 import type { Store } from "../src/contract.js";
 import { sqsHandler } from "../handlers/lambda-sqs.js";
 import { lambdaContext as sharedLambdaContext } from "../scripts/lambda-events.js";
 import { DynamoDBStore } from "../stores/dynamodb.js";
-import { RedisStore, type RedisScriptClient, ioredisScriptClient } from "../stores/upstash.js";
+import { RedisStore, ioredisScriptClient } from "../stores/upstash.js";
 import { type Backends, OUR_TABLE, POWERTOOLS_TABLE } from "./backends.js";
 import { newIds, sqsEvent } from "./fixtures/sqs.js";
 import { Tally } from "./kit.js";
@@ -121,20 +121,7 @@ function powertoolsWindowKit(name: string, persistence: () => BasePersistenceLay
   };
 }
 
-function countingScriptClient(client: RedisScriptClient, tally: Tally): RedisScriptClient {
-  return {
-    eval: (script, keys, args) => (tally.add(), client.eval(script, keys, args)),
-    evalsha: (sha, keys, args) => (tally.add(), client.evalsha(sha, keys, args)),
-  };
-}
 
-function countingCacheClient(client: CacheClient, tally: Tally): CacheClient {
-  return {
-    get: (key) => (tally.add(), client.get(key)),
-    set: (key, value, options) => (tally.add(), client.set(key, value, options)),
-    del: (keys) => (tally.add(), client.del(keys)),
-  };
-}
 
 function withIndexes(event: SQSEvent, tag: string): SQSEvent {
   return { Records: event.Records.map((record, i) => ({ ...record, messageId: `${tag}#${i}` })) };

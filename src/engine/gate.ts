@@ -85,7 +85,13 @@ export async function fingerprintAll<Message, RC>(deps: PhaseDeps<Message>, item
   for (const item of items) {
     if (item.key === undefined || item.result !== undefined) continue;
     const value = fingerprintOf(deps.fingerprint, item.message as Message);
-    if (value instanceof Promise) pending.push(value.then((fingerprint) => void (item.fingerprint = fingerprint)));
+    if (value instanceof Promise) {
+      pending.push(
+        value.then((fingerprint) => {
+          item.fingerprint = fingerprint;
+        }),
+      );
+    }
     else item.fingerprint = value;
   }
   if (pending.length > 0) await Promise.all(pending);

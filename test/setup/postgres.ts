@@ -14,9 +14,9 @@
  * What this is *not*: a PostgreSQL for anything but tests — it binds 127.0.0.1 only, trusts every
  * local connection and keeps nothing.
  */
+import { freePort } from "../../scripts/dynamodb-local.mjs";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -56,17 +56,6 @@ export function postgresBinDir(): string {
   return found;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 /** The uid/gid to run the server as: ours, or the `postgres` user's when we are root. */
 function serverUser(): { uid: number; gid: number } | undefined {

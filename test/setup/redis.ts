@@ -8,9 +8,9 @@
  *
  * What this is *not*: a Redis for anything but tests — it binds 127.0.0.1 only and saves nothing.
  */
+import { freePort } from "../../scripts/dynamodb-local.mjs";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
 import { Redis } from "ioredis";
 import type { TestProject } from "vitest/node";
 import { startUpstashBridge } from "../upstash-bridge.js";
@@ -32,17 +32,6 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitForPing(port: number, child: ChildProcess, deadlineMs: number): Promise<void> {
   const start = Date.now();
