@@ -12,6 +12,7 @@ const BACKEND_FREE = [
   "test/engine.test.ts",
   "test/engine-semantics.test.ts",
   "test/engine-window.test.ts",
+  "test/engine-guards.test.ts",
   "test/observability/*.test.ts",
   "test/envelope.test.ts",
   "test/memory-store.test.ts",
