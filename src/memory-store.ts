@@ -58,6 +58,14 @@ export class InMemoryStore implements ClaimingStore {
     return this.#entries.size;
   }
 
+  /**
+   * Entries held in memory right now, expired ones not yet swept included: what the memory bound
+   * is about. Unlike `size`, reading it sweeps nothing.
+   */
+  get held(): number {
+    return this.#entries.size;
+  }
+
   #key(id: string): string {
     if (typeof id !== "string") throw new InvalidOptionError("id", "must be a string");
     // Map keys need no hashing; the namespace cannot contain ':', so the join is unambiguous.

@@ -39,6 +39,30 @@ describe("InMemoryStore specifics", () => {
     expect(store.size).toBe(0);
   });
 
+  it("sweeps on every 1,024th write, not before: expired entries stay held until then, live ones survive it", async () => {
+    let clock = 0;
+    const store = new InMemoryStore({ now: () => clock, leaseMs: 10, retentionMs: 1_000 });
+    for (let i = 0; i < 1_000; i += 1) await store.claim(`old-${i}`);
+    clock += 100;
+    // All 1,000 leases ended, but nothing swept them yet (reads of other ids do not either).
+    expect(await store.seen("absent")).toBe(false);
+    expect(store.held).toBe(1_000);
+    for (let i = 0; i < 23; i += 1) await store.remember(`new-${i}`);
+    expect(store.held).toBe(1_023);
+    // The 1,024th write sweeps: only the 24 live entries are left.
+    await store.claim("new-23");
+    expect(store.held).toBe(24);
+    expect(await store.seen("new-0")).toBe(true);
+    expect((await store.inspect("new-23"))?.status).toBe("in-flight");
+    // Expiry is exact: an entry whose end is now is gone, one a millisecond short of it is not.
+    clock += 9;
+    expect(await store.inspect("new-23")).toMatchObject({ status: "in-flight", leaseLeftMs: 1 });
+    clock += 1;
+    expect(await store.inspect("new-23")).toBeNull();
+    expect(store.size).toBe(23);
+    expect(store.held).toBe(23);
+  });
+
   it("rejects a fingerprint that is not a string of 1-64 characters, and a fingerprint list of the wrong length", async () => {
     const store = new InMemoryStore();
     await expect(store.claim("a", undefined, "f".repeat(65))).rejects.toThrow(InvalidOptionError);
