@@ -130,8 +130,10 @@ describe("afterGate", () => {
       const error = step.next === "stop" ? (step.result.error as PayloadConflictError) : undefined;
       expect([error?.state, error?.stored, error?.received]).toEqual([state, "a", "b"]);
     }
-    // A claim the store granted carries no stored fingerprint to compare: it runs.
-    expect(afterGate({ kind: "claim", claim: { status: "claimed", token: "t", fingerprint: "a" } }, DEFAULT_POLICY, "k", "b")).toEqual({ next: "run", dedupe: "claim", token: "t" });
+    // A claim the store granted carries no stored fingerprint to compare: it runs, even if a store
+    // (wrongly) attached one — the type has no such field, so the extra one is passed as a non-literal.
+    const granted = { status: "claimed", token: "t", fingerprint: "a" } as const;
+    expect(afterGate({ kind: "claim", claim: granted }, DEFAULT_POLICY, "k", "b")).toEqual({ next: "run", dedupe: "claim", token: "t" });
     // Without a key there is nothing to name in a conflict: the record's state decides.
     expect(afterGate({ kind: "claim", claim: { status: "done", fingerprint: "a" } }, DEFAULT_POLICY, undefined, "b")).toEqual({
       next: "stop",
