@@ -13,6 +13,7 @@ const BACKEND_FREE = [
   "test/engine-semantics.test.ts",
   "test/engine-window.test.ts",
   "test/engine-guards.test.ts",
+  "test/engine-phases.test.ts",
   "test/decision.test.ts",
   "test/errors.test.ts",
   "test/observability/*.test.ts",
