@@ -14,6 +14,7 @@ const BACKEND_FREE = [
   "test/engine-window.test.ts",
   "test/engine-guards.test.ts",
   "test/engine-phases.test.ts",
+  "test/engine-step-queue.test.ts",
   "test/decision.test.ts",
   "test/errors.test.ts",
   "test/observability/*.test.ts",
