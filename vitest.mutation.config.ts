@@ -15,6 +15,7 @@ const BACKEND_FREE = [
   "test/engine-guards.test.ts",
   "test/engine-phases.test.ts",
   "test/engine-step-queue.test.ts",
+  "test/engine-batch.test.ts",
   "test/decision.test.ts",
   "test/errors.test.ts",
   "test/observability/*.test.ts",
@@ -23,6 +24,7 @@ const BACKEND_FREE = [
   "test/conformance.test.ts",
   "test/property.test.ts",
   "test/bad-input.test.ts",
+  "test/core-*.test.ts",
 ];
 
 export default defineConfig({
