@@ -25,7 +25,6 @@ const BACKEND_FREE = [
   "test/property.test.ts",
   "test/bad-input.test.ts",
   "test/core-*.test.ts",
-  "test/core-*.test.ts",
 ];
 
 export default defineConfig({
