@@ -13,7 +13,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ClaimRef, ClaimingStore, FencedClaim, Store, TransactionalStore } from "../src/contract.js";
 import { BatchEngine } from "../src/engine.js";
-import { FenceLostError, GroupBlockedError, PayloadConflictError } from "../src/errors.js";
+import { FenceLostError, GroupBlockedError, type PayloadConflictError } from "../src/errors.js";
 import type { EngineEvent } from "../src/events.js";
 import { InMemoryStore } from "../src/memory-store.js";
 
@@ -113,7 +113,7 @@ describe("transactional mode, the engine's side", () => {
     const store = new JournalStore();
     const ran: string[] = [];
     const engine = new BatchEngine(store, (message) => {
-      ran.push(message.meta.id);
+      ran.push(String(message.meta.id));
       if (message.meta.id === "b") throw new Error("no");
     }, { transactional: true });
     const results = await engine.process(deliveries(["a", "b", "c"], { group: "g" }));
