@@ -18,7 +18,7 @@ afterEach(() => {
 });
 
 /** A result event with exactly the given fields (no harness defaults). */
-function event(result: Partial<MessageResult> & { status: string }, extra: Partial<Omit<ResultEvent, "type" | "result">> = {}): ResultEvent {
+function event(result: Partial<Omit<MessageResult, "status">> & { status: string }, extra: Partial<Omit<ResultEvent, "type" | "result">> = {}): ResultEvent {
   return {
     type: "result",
     index: 0,
