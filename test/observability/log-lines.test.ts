@@ -223,6 +223,7 @@ describe("writeLine", () => {
     withGlobal("navigator", { userAgent: "Cloudflare-Workers" }, () => writeLine("error", "workerd"));
     withGlobal("navigator", { userAgent: "Node.js/22" }, () => {
       withGlobal("process", undefined, () => writeLine("info", "no process"));
+      withGlobal("process", undefined, () => writeLine("error", "no process either"));
       withGlobal("process", { stdout: { write: () => true } }, () => writeLine("warn", "no stderr"));
       withGlobal("process", { stdout: { write: "not a function" } }, () => writeLine("info", "write not a function"));
     });
@@ -231,6 +232,7 @@ describe("writeLine", () => {
       ["warn", "agent not a string"],
       ["error", "workerd"],
       ["info", "no process"],
+      ["error", "no process either"],
       ["warn", "no stderr"],
       ["info", "write not a function"],
     ]);
