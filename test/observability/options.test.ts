@@ -1,0 +1,75 @@
+/**
+ * createObservability's checks of the `logger` and `metrics` options, message by message, what
+ * each accepts, and `queueNameFromArn`.
+ */
+import { describe, expect, it } from "vitest";
+import { InvalidOptionError } from "../../src/errors.js";
+import { createObservability, type ObservabilityOptions, queueNameFromArn } from "../../src/observability/index.js";
+
+function thrown(options: unknown): unknown {
+  try {
+    createObservability(options as ObservabilityOptions, { system: "aws_sqs" });
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+function expectRejected(options: unknown, message: string) {
+  const error = thrown(options);
+  expect(error, JSON.stringify(options)).toBeInstanceOf(InvalidOptionError);
+  expect((error as Error).message).toBe(message);
+}
+
+const fn = () => undefined;
+
+describe("the logger option", () => {
+  it("must be false or a logger", () => {
+    const message = 'option "logger" must be false or an object with info, warn and error methods (console, a Powertools Logger, pino)';
+    for (const logger of [{}, null, "console", { info: fn, warn: fn }]) expectRejected({ logger }, message);
+    for (const logger of [undefined, false, console, { info: fn, warn: fn, error: fn }]) expect(thrown({ logger })).toBeUndefined();
+  });
+});
+
+describe("the metrics option", () => {
+  it("must be a boolean or an object", () => {
+    for (const metrics of [null, "yes", 5]) expectRejected({ metrics }, 'option "metrics" must be a boolean or an options object');
+    for (const metrics of [undefined, true, false, {}]) expect(thrown({ metrics })).toBeUndefined();
+  });
+
+  it("powertools: something with addMetric", () => {
+    for (const powertools of [{}, null, 5]) expectRejected({ metrics: { powertools } }, 'option "metrics.powertools" must be a Powertools Metrics instance (with addMetric)');
+    expect(thrown({ metrics: { powertools: { addMetric: fn } } })).toBeUndefined();
+  });
+
+  it("analytics: a dataset or a function of env", () => {
+    for (const analytics of [{}, null, 3]) expectRejected({ metrics: { analytics } }, 'option "metrics.analytics" must be an Analytics Engine dataset or (env) => dataset');
+    for (const analytics of [{ writeDataPoint: fn }, () => undefined]) expect(thrown({ metrics: { analytics } })).toBeUndefined();
+  });
+
+  it("namespace and service: strings of 1 to 255 characters", () => {
+    for (const field of ["namespace", "service"]) {
+      for (const value of ["", 5, "n".repeat(256)]) expectRejected({ metrics: { [field]: value } }, `option "metrics.${field}" must be a string of 1 to 255 characters`);
+      for (const value of ["n", "n".repeat(255)]) expect(thrown({ metrics: { [field]: value } })).toBeUndefined();
+    }
+  });
+
+  it("write: a function", () => {
+    expectRejected({ metrics: { write: "stdout" } }, 'option "metrics.write" must be a function');
+    expect(thrown({ metrics: { write: fn } })).toBeUndefined();
+  });
+});
+
+describe("queueNameFromArn", () => {
+  it("the last part of an SQS ARN of six or more parts, else undefined", () => {
+    expect(queueNameFromArn("arn:aws:sqs:eu-west-1:123456789012:orders")).toBe("orders");
+    expect(queueNameFromArn("arn:aws:sqs:eu-west-1:123456789012:orders.fifo")).toBe("orders.fifo");
+    expect(queueNameFromArn("a:b:c:d:e:f:g")).toBe("g");
+    expect(queueNameFromArn("arn:aws:sqs:eu-west-1:orders")).toBeUndefined();
+    expect(queueNameFromArn("arn:aws:sqs:eu-west-1:123456789012:")).toBeUndefined();
+    expect(queueNameFromArn("orders")).toBeUndefined();
+    expect(queueNameFromArn("")).toBeUndefined();
+    expect(queueNameFromArn(undefined)).toBeUndefined();
+    expect(queueNameFromArn(42)).toBeUndefined();
+  });
+});
