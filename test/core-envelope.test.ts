@@ -35,6 +35,10 @@ describe("parseBody", () => {
     expect(parseBody(' {"a":[1]} ')).toEqual({ ok: true, message: { a: [1] } });
     expect(parseBody("null")).toEqual({ ok: true, message: null });
     expect(parseBody(new TextEncoder().encode("[1,2]"))).toEqual({ ok: true, message: [1, 2] });
+    // A UTF-8 byte order mark is not part of the text.
+    const withBom = new Uint8Array([0xef, 0xbb, 0xbf, ...new TextEncoder().encode('{"a":1}')]);
+    expect(parseBody(withBom)).toEqual({ ok: true, message: { a: 1 } });
+    expect(parseBody(withBom.buffer)).toEqual({ ok: true, message: { a: 1 } });
   });
 
   it("names what is wrong with text that is not JSON, bytes that are not UTF-8, or JSON too deep to parse", () => {
