@@ -269,6 +269,23 @@ describe("BatchMetrics: what is worth a document", () => {
     metrics.finish();
     expect(points).toStrictEqual([{ indexes: ["svc"], blobs: ["svc", "jobs"], doubles: [1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] }]);
   });
+  it("an analytics function that throws is no dataset: the other sinks still get the batch", () => {
+    const added: unknown[][] = [];
+    const sinks = metricsSinks({
+      powertools: { addMetric: (...args: unknown[]) => void added.push(args) },
+      analytics: () => {
+        throw new Error("no binding");
+      },
+    });
+    const metrics = new BatchMetrics(sinks as NonNullable<typeof sinks>, {});
+    metrics.observe(result(0, "ran"));
+    expect(() => metrics.finish()).not.toThrow();
+    expect(added.slice(0, 3)).toStrictEqual([
+      ["Messages", "Count", 1],
+      ["Ran", "Count", 1],
+      ["Duplicate", "Count", 0],
+    ]);
+  });
 });
 
 describe("BatchMetrics: writing around batch-end", () => {
