@@ -16,6 +16,7 @@ const BACKEND_FREE = [
   "test/engine-phases.test.ts",
   "test/engine-step-queue.test.ts",
   "test/engine-batch.test.ts",
+  "test/engine-options.test.ts",
   "test/decision.test.ts",
   "test/errors.test.ts",
   "test/observability/*.test.ts",
