@@ -258,8 +258,11 @@ describe("the deadline guard", () => {
       ["in-flight", false],
       ["ran", true],
     ]);
-    // "hung", plus the one ordinary handler that may have been mid-run at the deadline.
-    expect(events.find((e) => e.type === "batch-end")).toMatchObject({ pending: 1 + running.length });
+    // "hung", plus at most the one ordinary handler that may have been mid-run at the deadline (an
+    // "in-flight" result may also be a finished handler whose commit was still in flight: not pending).
+    const end = events.find((e) => e.type === "batch-end") as Extract<EngineEvent, { type: "batch-end" }>;
+    expect(end.pending).toBeGreaterThanOrEqual(1);
+    expect(end.pending).toBeLessThanOrEqual(1 + running.length);
   });
 
   it("claims nothing and runs nothing when the deadline is already within the margin", async () => {

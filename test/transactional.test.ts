@@ -175,7 +175,7 @@ describe("reliability in transactional mode: effects counted from the database",
   const mixes = [
     { faultMix: "crashes at 3 points + handler failures (tx)", handlerFailure: 0.05, crash: { beforeEffect: 0.05, afterEffectBeforeCommit: 0.1, afterCommitBeforeAck: 0.05 } },
     { faultMix: "killed at a random moment mid-batch (tx)", kill: 0.3, killWithinMs: 60, handlerMs: [0, 50] as const },
-    { faultMix: "one handler hangs past the deadline (tx)", hang: 0.15, invocationMs: 400, deadlineMarginMs: 150, handlerMs: [0, 20] as const },
+    { faultMix: "one handler hangs past the deadline (tx)", hang: 0.15, invocationMs: 800, deadlineMarginMs: 150, handlerMs: [0, 20] as const },
   ];
   const stores = [
     { name: "PostgresStore (tx)", make: (ns: string) => new PostgresStore<pg.PoolClient>({ pool, namespace: ns }), write: writePg, count: pgEffects },

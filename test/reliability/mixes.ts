@@ -24,7 +24,8 @@ export const RELIABILITY_MIXES: readonly Mix[] = [
     faults: { error: 0.02, lostResponse: 0.02, timeout: 0.01, spike: 0.02, timeoutMs: 80, spikeMs: 40 },
   },
   { faultMix: "killed at a random moment mid-batch", kill: 0.3, killWithinMs: 60, handlerMs: [0, 50] },
-  { faultMix: "one handler hangs past the deadline", hang: 0.15, invocationMs: 400, deadlineMarginMs: 150, handlerMs: [0, 20] },
+  // 650 ms before the guard answers: room for the gate on a loaded machine, so the hung handler starts.
+  { faultMix: "one handler hangs past the deadline", hang: 0.15, invocationMs: 800, deadlineMarginMs: 150, handlerMs: [0, 20] },
 ];
 
 export function reliabilitySize(full: boolean): number {
