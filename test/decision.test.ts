@@ -22,11 +22,11 @@ import {
   stillRunning,
 } from "../src/decision.js";
 import {
-  DeadlineExceededError,
+  type DeadlineExceededError,
   FenceLostError,
   GroupBlockedError,
-  InvalidMessageError,
-  PayloadConflictError,
+  type InvalidMessageError,
+  type PayloadConflictError,
   StoreUnavailableError,
 } from "../src/errors.js";
 
