@@ -317,3 +317,39 @@ describe("timers", () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 });
+
+describe("when results are final", () => {
+  it("a message the gate already decided is final before any handler runs (Cloudflare acks it at once)", async () => {
+    const store = new InMemoryStore();
+    await store.remember("done");
+    const order: string[] = [];
+    const results = await new BatchEngine(store, async () => {
+      order.push("handler");
+      await new Promise((r) => setTimeout(r, 5));
+    }, { concurrency: 1 }).process(deliveries(["new", "done"]), { onResult: (index, result) => void order.push(`${index}:${result.status}`) });
+    expect(results.map((r) => r.status)).toEqual(["ran", "duplicate"]);
+    expect(order).toEqual(["1:duplicate", "handler", "0:ran"]);
+  });
+
+  it("a commit that hangs does not hold the answer past the deadline: the message is held in-flight", async () => {
+    const inner = new InMemoryStore();
+    const hungCommit: ClaimingStore = {
+      seen: (id) => inner.seen(id),
+      remember: () => new Promise<void>(() => {}),
+      rememberMany: () => new Promise<void>(() => {}),
+      forget: (id) => inner.forget(id),
+      claim: (id, lease, fp) => inner.claim(id, lease, fp),
+      claimMany: (ids, lease, fps) => inner.claimMany(ids, lease, fps),
+      release: (id, token) => inner.release(id, token),
+      releaseMany: (claims) => inner.releaseMany(claims),
+    };
+    const started = Date.now();
+    const deadline = started + 400;
+    const [result] = await new BatchEngine(hungCommit, () => {}, { deadlineMarginMs: 200 }).process(deliveries(["a"]), { deadline });
+    const answeredAt = Date.now();
+    expect(result).toMatchObject({ status: "in-flight", ack: false, handlerRan: true, key: "a" });
+    // The flush may take until a quarter of the margin before the deadline, not beyond it.
+    expect(answeredAt).toBeLessThan(deadline);
+    expect(answeredAt - started).toBeGreaterThanOrEqual(300);
+  });
+});
