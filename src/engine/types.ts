@@ -64,7 +64,7 @@ export interface EngineOptions<Message = Envelope> {
   onConflict?: "retry" | "drop";
   /**
    * The payload fingerprint stored with every claim and checked on every later delivery of the id.
-   * Default: SHA-256 of the canonical JSON (sorted keys) of the envelope's `job` and `data`, so a
+   * Default: a 128-bit hash (`h1:` + 22 base64url characters) of the canonical JSON (sorted keys) of the envelope's `job` and `data`, so a
    * redelivery re-serialised by another SDK still matches. A function of the message, or `false`
    * to turn the check off.
    */
