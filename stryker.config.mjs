@@ -2,8 +2,8 @@
  * Mutation testing of src/ (`npm run test:mutation`): Stryker mutates the core and runs the
  * backend-free tests (vitest.mutation.config.ts) against each mutant. It runs in place, because the
  * conformance tests read ../shared/conformance relative to the project (a sandbox copy would not
- * find it); Stryker restores every file when it ends, even on Ctrl-C. About 1,000 mutants: roughly
- * 11 minutes on 2 cores. `npx stryker run --dryRunOnly` checks the setup in under a minute.
+ * find it); Stryker restores every file when it ends, even on Ctrl-C. About 3,200 mutants: roughly
+ * 25 minutes on 2 cores. `npx stryker run --dryRunOnly` checks the setup in under a minute.
  *
  * Reports: reports/mutation/mutation.html and .json (git-ignored).
  */
