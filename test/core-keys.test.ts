@@ -7,24 +7,7 @@ import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { InvalidOptionError } from "../src/errors.js";
 import { checkNamespace, keyPart, sha256Base64url, storeKey, utf8Length } from "../src/keys.js";
-
-function caught(run: () => unknown): unknown {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error("did not throw");
-}
-
-async function caughtAsync(run: () => Promise<unknown>): Promise<unknown> {
-  try {
-    await run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error("did not throw");
-}
+import { caught, caughtAsync } from "./caught.js";
 
 const nodeSha = (text: string) => createHash("sha256").update(text, "utf8").digest("base64url");
 

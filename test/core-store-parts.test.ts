@@ -11,15 +11,7 @@ import { InMemoryStore } from "../src/memory-store.js";
 import { MAX_FINGERPRINT_LENGTH, checkFingerprint, checkFingerprints, withFingerprint } from "../src/store-fingerprints.js";
 import { NoTransactionError, txOf } from "../src/transaction.js";
 import { checkMs, resolveWindows } from "../src/windows.js";
-
-function caught(run: () => unknown): unknown {
-  try {
-    run();
-  } catch (error) {
-    return error;
-  }
-  throw new Error("did not throw");
-}
+import { caught } from "./caught.js";
 
 describe("store fingerprints", () => {
   it("checkFingerprint: none for undefined and null, a 1-64 character string as is", () => {

@@ -11,11 +11,12 @@
  * backend-free suite (and mutation testing, which runs it) sees the engine's side of the phase.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { ClaimRef, ClaimingStore, FencedClaim, Store, TransactionalStore } from "../src/contract.js";
+import type { ClaimRef, ClaimingStore, FencedClaim, TransactionalStore } from "../src/contract.js";
 import { BatchEngine } from "../src/engine.js";
 import { FenceLostError, GroupBlockedError, type PayloadConflictError } from "../src/errors.js";
 import type { EngineEvent } from "../src/events.js";
 import { InMemoryStore } from "../src/memory-store.js";
+import { claimingView, seenSetView } from "./store-views.js";
 
 const body = (id: string, data: Record<string, unknown> = { id }) =>
   JSON.stringify({ job: "urn:babel:batch", trace_id: `trace-${id}`, data, meta: { id, schema_version: 1 }, attempts: 0 });
@@ -134,12 +135,7 @@ describe("transactional mode, the engine's side", () => {
 });
 
 describe("a copy after a conflicting first copy is judged by the stored payload", () => {
-  const seenOnly = (inner: InMemoryStore): Store => ({
-    seen: (id) => inner.seen(id),
-    remember: (id, fp) => inner.remember(id, fp),
-    forget: (id) => inner.forget(id),
-    recallMany: (ids) => inner.recallMany(ids),
-  });
+  const seenOnly = (inner: InMemoryStore) => seenSetView(inner, { recallMany: (ids) => inner.recallMany(ids) });
 
   for (const mode of ["claim", "seen-set"] as const) {
     it(`${mode}: a copy with a third payload is a conflict against the record, not a duplicate`, async () => {
@@ -171,19 +167,16 @@ describe("a copy after a conflicting first copy is judged by the stored payload"
 describe("group commit waits only for handlers that may still finish", () => {
   function counting(inner = new InMemoryStore()) {
     const commits: string[][] = [];
-    const store: ClaimingStore = {
-      seen: (id) => inner.seen(id),
-      remember: (id, fp) => inner.remember(id, fp),
-      rememberMany: async (ids, fps) => {
-        commits.push([...ids]);
-        await inner.rememberMany(ids, fps);
+    const store = claimingView({
+      inner,
+      batch: true,
+      overrides: {
+        rememberMany: async (ids, fps) => {
+          commits.push([...ids]);
+          await inner.rememberMany(ids, fps);
+        },
       },
-      forget: (id) => inner.forget(id),
-      claim: (id, lease, fp) => inner.claim(id, lease, fp),
-      claimMany: (ids, lease, fps) => inner.claimMany(ids, lease, fps),
-      release: (id, token) => inner.release(id, token),
-      releaseMany: (claims) => inner.releaseMany(claims),
-    };
+    });
     return { store, commits };
   }
 
@@ -235,15 +228,7 @@ describe("group commit waits only for handlers that may still finish", () => {
 describe("per-id fallbacks of stores without batch forms", () => {
   function plain(overrides: Partial<ClaimingStore> = {}) {
     const inner = new InMemoryStore();
-    const store: ClaimingStore = {
-      seen: (id) => inner.seen(id),
-      remember: (id, fp) => inner.remember(id, fp),
-      forget: (id) => inner.forget(id),
-      claim: (id, lease, fp) => inner.claim(id, lease, fp),
-      release: (id, token) => inner.release(id, token),
-      ...overrides,
-    };
-    return { inner, store };
+    return { inner, store: claimingView({ inner, batch: false, overrides }) };
   }
 
   it("remember per id: a failure of one id is that id's commit-failed, the other's commit stands", async () => {
@@ -332,17 +317,8 @@ describe("when results are final", () => {
   });
 
   it("a commit that hangs does not hold the answer past the deadline: the message is held in-flight", async () => {
-    const inner = new InMemoryStore();
-    const hungCommit: ClaimingStore = {
-      seen: (id) => inner.seen(id),
-      remember: () => new Promise<void>(() => {}),
-      rememberMany: () => new Promise<void>(() => {}),
-      forget: (id) => inner.forget(id),
-      claim: (id, lease, fp) => inner.claim(id, lease, fp),
-      claimMany: (ids, lease, fps) => inner.claimMany(ids, lease, fps),
-      release: (id, token) => inner.release(id, token),
-      releaseMany: (claims) => inner.releaseMany(claims),
-    };
+    const never = () => new Promise<void>(() => {});
+    const hungCommit = claimingView({ batch: true, overrides: { remember: never, rememberMany: never } });
     const started = Date.now();
     const deadline = started + 400;
     const [result] = await new BatchEngine(hungCommit, () => {}, { deadlineMarginMs: 200 }).process(deliveries(["a"]), { deadline });

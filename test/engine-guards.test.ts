@@ -10,25 +10,13 @@ import { BatchEngine } from "../src/engine.js";
 import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
 import type { EngineEvent, RunInfo } from "../src/events.js";
 import { InMemoryStore } from "../src/memory-store.js";
+import { claimingView } from "./store-views.js";
+
+const claimingWith = (overrides: Partial<ClaimingStore>, inner?: InMemoryStore) => claimingView({ inner, batch: true, overrides });
 
 const envelope = (id: string, attempts = 0, data: Record<string, unknown> = {}) =>
   JSON.stringify({ job: "urn:babel:guards", trace_id: `trace-${id}`, data, meta: { id, schema_version: 1 }, attempts });
 const batch = (ids: string[], attempts = 0) => ids.map((id) => ({ body: envelope(id, attempts), context: {}, messageId: `m-${id}` }));
-
-function claimingWith(overrides: Partial<ClaimingStore>): ClaimingStore {
-  const inner = new InMemoryStore();
-  return {
-    seen: (id) => inner.seen(id),
-    remember: (id, fp) => inner.remember(id, fp),
-    rememberMany: (ids, fps) => inner.rememberMany(ids, fps),
-    forget: (id) => inner.forget(id),
-    claim: (id, lease, fp) => inner.claim(id, lease, fp),
-    claimMany: (ids, lease, fps) => inner.claimMany(ids, lease, fps),
-    release: (id, token) => inner.release(id, token),
-    releaseMany: (claims) => inner.releaseMany(claims),
-    ...overrides,
-  };
-}
 
 describe("store answers the engine refuses", () => {
   it("a claimMany answer of the wrong length fails every id of the step, runs nothing", async () => {
@@ -85,7 +73,7 @@ describe("what the gate passes to the store", () => {
         seen.hints = hints;
         return inner.claimMany(ids, lease, fingerprints);
       },
-    });
+    }, inner);
     await new BatchEngine(store, () => undefined).process([
       { body: envelope("first", 0, { v: 1 }), context: {} },
       { body: envelope("body-attempts", 2, { v: 2 }), context: {} },
@@ -100,7 +88,7 @@ describe("what the gate passes to the store", () => {
   it("passes the lease of the call, else of the options, to the claim", async () => {
     const leases: (number | undefined)[] = [];
     const inner = new InMemoryStore();
-    const store = claimingWith({ claimMany: (ids, lease, fps) => (leases.push(lease), inner.claimMany(ids, lease, fps)) });
+    const store = claimingWith({ claimMany: (ids, lease, fps) => (leases.push(lease), inner.claimMany(ids, lease, fps)) }, inner);
     const engine = new BatchEngine(store, () => undefined, { leaseMs: 7_000 });
     await engine.process(batch(["l1"]));
     await engine.process(batch(["l2"]), { leaseMs: 9_000 });

@@ -9,18 +9,15 @@ import { BatchEngine } from "../src/engine.js";
 import { InvalidOptionError } from "../src/errors.js";
 import type { EngineEvent, RunInfo } from "../src/events.js";
 import { InMemoryStore } from "../src/memory-store.js";
+import { caught } from "./caught.js";
 
 const body = (id: string) => JSON.stringify({ job: "urn:babel:options", trace_id: `trace-${id}`, data: { id }, meta: { id, schema_version: 1 }, attempts: 0 });
 const one = (id = "a") => [{ body: body(id), context: {} }];
 
 function refusal(make: () => unknown): [string, string] {
-  try {
-    make();
-  } catch (error) {
-    expect(error).toBeInstanceOf(InvalidOptionError);
-    return [(error as InvalidOptionError).option, (error as Error).message];
-  }
-  throw new Error("expected an InvalidOptionError");
+  const error = caught(make);
+  expect(error).toBeInstanceOf(InvalidOptionError);
+  return [(error as InvalidOptionError).option, (error as Error).message];
 }
 
 describe("refused options, message by message", () => {

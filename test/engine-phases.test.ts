@@ -16,6 +16,7 @@ import { type PhaseDeps, decode, defaultKey, defaultParse, fingerprintAll, gate,
 import { invoke, lanesOf, runLanes } from "../src/engine/run.js";
 import type { Delivery, Item } from "../src/engine/types.js";
 import { InMemoryStore } from "../src/memory-store.js";
+import { claimingView, seenSetView } from "./store-views.js";
 
 const body = (id: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ job: "urn:babel:phases", trace_id: `trace-${id}`, data: { id }, meta: { id, schema_version: 1 }, attempts: 0, ...extra });
@@ -167,17 +168,7 @@ describe("markCopiesAndBlocked", () => {
   });
 });
 
-function claimingWith(overrides: Partial<ClaimingStore>): ClaimingStore {
-  const inner = new InMemoryStore();
-  return {
-    seen: (id) => inner.seen(id),
-    remember: (id, fp) => inner.remember(id, fp),
-    forget: (id) => inner.forget(id),
-    claim: (id, lease, fp) => inner.claim(id, lease, fp),
-    release: (id, token) => inner.release(id, token),
-    ...overrides,
-  };
-}
+const claimingWith = (overrides: Partial<ClaimingStore>) => claimingView({ batch: false, overrides });
 
 async function gated(store: Store, ids: string[], fingerprints: (string | undefined)[] = []) {
   const { deps, events } = depsWith({ store });
@@ -243,12 +234,7 @@ describe("gate, claim mode", () => {
 });
 
 describe("gate, seen-set mode", () => {
-  const seenOnly = (inner: InMemoryStore, extra: Partial<Store> = {}): Store => ({
-    seen: (id) => inner.seen(id),
-    remember: (id, fp) => inner.remember(id, fp),
-    forget: (id) => inner.forget(id),
-    ...extra,
-  });
+  const seenOnly = seenSetView;
 
   it("recallMany: the stored fingerprint is kept when there is one, and no fingerprint field when not", async () => {
     const inner = new InMemoryStore();

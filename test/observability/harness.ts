@@ -137,3 +137,15 @@ export function recordingLogger() {
   };
   return { lines, logger: { info: at("info"), warn: at("warn"), error: at("error") } };
 }
+
+/** Replaces a global for the length of a synchronous call. */
+export function withGlobal<T>(name: string, value: unknown, fn: () => T): T {
+  const saved = Object.getOwnPropertyDescriptor(globalThis, name);
+  Object.defineProperty(globalThis, name, { value, configurable: true, writable: true, enumerable: false });
+  try {
+    return fn();
+  } finally {
+    if (saved === undefined) delete (globalThis as Record<string, unknown>)[name];
+    else Object.defineProperty(globalThis, name, saved);
+  }
+}

@@ -8,7 +8,7 @@ import type { MessageResult } from "../../src/decision.js";
 import { GroupBlockedError, InvalidMessageError, StoreUnavailableError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
 import { isLoggerLike, jsonLogger, outcomeLogger, resultLine, storeErrorLine, writeLine } from "../../src/observability/log.js";
-import { recordingLogger } from "./harness.js";
+import { recordingLogger, withGlobal } from "./harness.js";
 
 type ResultEvent = Extract<EngineEvent, { type: "result" }>;
 
@@ -180,18 +180,6 @@ describe("jsonLogger", () => {
     ]);
   });
 });
-
-/** Replaces a global for the length of a synchronous call. */
-function withGlobal<T>(name: string, value: unknown, fn: () => T): T {
-  const saved = Object.getOwnPropertyDescriptor(globalThis, name);
-  Object.defineProperty(globalThis, name, { value, configurable: true, writable: true, enumerable: false });
-  try {
-    return fn();
-  } finally {
-    if (saved === undefined) delete (globalThis as Record<string, unknown>)[name];
-    else Object.defineProperty(globalThis, name, saved);
-  }
-}
 
 describe("writeLine", () => {
   function consoles() {

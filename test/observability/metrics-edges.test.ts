@@ -20,7 +20,7 @@ import {
   STEP_METRICS,
 } from "../../src/observability/metrics.js";
 import { emfViolations } from "./emf-spec.js";
-import { result, step } from "./harness.js";
+import { result, step, withGlobal } from "./harness.js";
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -181,18 +181,6 @@ describe("analyticsDataPoint", () => {
     expect(analyticsDataPoint(emptyTally(), { service: "svc", queue: "jobs" }).blobs).toStrictEqual(["svc", "jobs"]);
   });
 });
-
-/** Replaces a global for the length of a synchronous call. */
-function withGlobal<T>(name: string, value: unknown, fn: () => T): T {
-  const saved = Object.getOwnPropertyDescriptor(globalThis, name);
-  Object.defineProperty(globalThis, name, { value, configurable: true, writable: true, enumerable: false });
-  try {
-    return fn();
-  } finally {
-    if (saved === undefined) delete (globalThis as Record<string, unknown>)[name];
-    else Object.defineProperty(globalThis, name, saved);
-  }
-}
 
 describe("metricsSinks", () => {
   const clearEnv = () => {
