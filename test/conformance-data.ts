@@ -67,6 +67,24 @@ export function fixture(file: string): Record<string, unknown> {
   return structuredClone(found[1]);
 }
 
+/**
+ * A BabelQueue order envelope for the handler and deploy tests: the conformance fixture
+ * `order-created.json` when the conformance folder is there (a real producer's bytes), else one
+ * written here to the same schema, so those tests also run on a machine without the folder. (In CI
+ * the folder is required all the same: its absence fails the conformance runners.)
+ */
+export function sampleEnvelope(): Record<string, unknown> {
+  const found = Object.entries(fixtureFiles).find(([path]) => path.endsWith("/conformance/fixtures/order-created.json"));
+  if (found !== undefined) return structuredClone(found[1]);
+  return {
+    job: "urn:babel:orders:created",
+    trace_id: "sample-trace-order-created",
+    data: { order_id: 1001 },
+    meta: { id: "sample-order-created", queue: "orders", lang: "node", schema_version: 1, created_at: 1767225600 },
+    attempts: 0,
+  };
+}
+
 /** The raw bytes of a fixture as the wire carries them (JSON text). */
 export function fixtureText(file: string): string {
   return JSON.stringify(fixture(file));

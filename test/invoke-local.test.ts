@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { DynamoDBStore } from "../stores/dynamodb.js";
-import { fixture } from "./conformance-data.js";
+import { sampleEnvelope } from "./conformance-data.js";
 
 const scratch = mkdtempSync(join(tmpdir(), "bq-invoke-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -27,7 +27,7 @@ function invokeLocal(args: string[], table: string) {
 
 describe("npm run invoke:local", () => {
   it("runs a body sent twice and then redelivered once, acknowledges every record, and remembers the id", async () => {
-    const envelope = fixture("fixtures/order-created.json") as { meta: { id: string } };
+    const envelope = sampleEnvelope() as { meta: { id: string } };
     const file = join(scratch, "order.json");
     writeFileSync(file, JSON.stringify(envelope));
     const table = `invoke-local-${Date.now().toString(36)}`;

@@ -15,7 +15,7 @@ import { fifoGroupOf, headersOf, redeliveriesOf, type SqsRuntimeContext, sqsHand
 import { DynamoDBStore, type DynamoDBStoreOptions, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import { freePort, localClientConfig, onEveryRequest } from "../scripts/dynamodb-local.mjs";
 import { STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../scripts/lambda-events.js";
-import { conformanceSkipReason, fixture, manifest } from "./conformance-data.js";
+import { conformanceSkipReason, manifest, sampleEnvelope } from "./conformance-data.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-lambda-${Date.now().toString(36)}`;
@@ -35,7 +35,7 @@ beforeAll(async () => {
 
 
 function envelope(id: string | undefined, extra: Record<string, unknown> = {}): string {
-  const body = fixture("fixtures/order-created.json");
+  const body = sampleEnvelope();
   const meta = body.meta as Record<string, unknown>;
   if (id === undefined) delete meta.id;
   else meta.id = id;

@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DYNAMODB_STORE_ACTIONS, DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
 import { freePort } from "../scripts/dynamodb-local.mjs";
 import { zipEntries as unzip } from "../scripts/zip-entries.js";
-import { fixture } from "./conformance-data.js";
+import { sampleEnvelope } from "./conformance-data.js";
 
 type Json = Record<string, unknown>;
 interface Resource {
@@ -71,7 +71,7 @@ function unzipped(): string {
   return dir;
 }
 
-const body = () => JSON.stringify(fixture("fixtures/order-created.json"));
+const body = () => JSON.stringify(sampleEnvelope());
 const record = (messageId: string, receiveCount: string, recordBody = body()) => ({
   messageId,
   receiptHandle: "AQEB",
@@ -220,7 +220,7 @@ process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
     expect(responses).toEqual([{ batchItemFailures: [{ itemIdentifier: "m2" }] }, { batchItemFailures: [] }]);
     expect(run.stdout.split("\n").filter((line) => line.includes("urn:babel:orders:created"))).toHaveLength(1);
     const check = new DynamoDBStore({ table, namespace: "orders-consumer", clientConfig: { endpoint, region: "us-east-1", credentials } });
-    expect(await check.seen(String((fixture("fixtures/order-created.json").meta as Json).id))).toBe(true);
+    expect(await check.seen(String((sampleEnvelope().meta as Json).id))).toBe(true);
   });
 
   it("keeps class names through minification: with DynamoDB unreachable the batch is retried and the log names StoreUnavailableError", async () => {
