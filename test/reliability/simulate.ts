@@ -23,7 +23,7 @@
 import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine.js";
-import { StoreUnavailableError } from "../../src/errors.js";
+import { DeadlineExceededError, StoreUnavailableError } from "../../src/errors.js";
 import type { FaultSwitch } from "./faults.js";
 
 export interface SimulationOptions {
@@ -90,7 +90,11 @@ export interface WindowReport {
   /** Deliveries in the killed batches, summed (what the old end-of-batch commit exposed). */
   batchAtKill: number;
   hangs: number;
-  /** Records of batches with a hung handler that were returned to the queue (not acked). */
+  /**
+   * Records of batches with a hung handler that the hang sent back to the queue: the whole batch when
+   * the invocation died, else the results the deadline decided (`DeadlineExceededError`: the hung
+   * record, and any not started). A park or a failure in the same batch is not the hang's doing.
+   */
   returnedByHang: number;
   /** Effects repeated in ids of batches with a hung handler. */
   hangRepeats: number;
@@ -309,7 +313,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         continue;
       }
       const results: MessageResult[] = outcome;
-      if (hung) window.returnedByHang += results.filter((r) => !r.ack).length;
+      if (hung) window.returnedByHang += results.filter((r) => !r.ack && r.error instanceof DeadlineExceededError).length;
       results.forEach((result, i) => {
         const delivery = batch[i] as QueuedDelivery;
         if (result.status === "commit-failed") commitFailed.add(delivery.id);
