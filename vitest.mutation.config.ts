@@ -9,23 +9,20 @@
 import { defineConfig } from "vitest/config";
 
 const BACKEND_FREE = [
-  "test/engine.test.ts",
-  "test/engine-semantics.test.ts",
-  "test/engine-window.test.ts",
-  "test/engine-guards.test.ts",
-  "test/engine-phases.test.ts",
-  "test/engine-step-queue.test.ts",
-  "test/engine-batch.test.ts",
-  "test/engine-options.test.ts",
-  "test/decision.test.ts",
-  "test/errors.test.ts",
+  "test/engine/batch-engine.test.ts",
+  "test/engine/conflicts.test.ts",
+  "test/engine/commit-window.test.ts",
+  "test/engine/guards.test.ts",
+  "test/engine/phases.test.ts",
+  "test/engine/commit-queue.test.ts",
+  "test/engine/batch-run.test.ts",
+  "test/engine/options.test.ts",
+  "test/core/*.test.ts",
   "test/observability/*.test.ts",
-  "test/envelope.test.ts",
-  "test/memory-store.test.ts",
-  "test/conformance.test.ts",
-  "test/property.test.ts",
-  "test/bad-input.test.ts",
-  "test/core-*.test.ts",
+  "test/stores/memory.test.ts",
+  "test/handlers/bad-input.test.ts",
+  "test/package/unknown-options.test.ts",
+  "test/package/public-surface.test.ts",
 ];
 
 export default defineConfig({

@@ -2,7 +2,7 @@
  * BENCH — the backends of one run, all on loopback, each behind a delay proxy:
  *   - DynamoDB Local (scripts/dynamodb-local.mjs), one table per kit in its own key layout;
  *   - one redis-server (test/setup/redis.ts) reached over TCP, and the Upstash REST bridge
- *     (test/upstash-bridge.ts) in front of that same server, reached over HTTP.
+ *     (test/support/upstash-bridge.ts) in front of that same server, reached over HTTP.
  * Everything is started here and stopped by `stop()`, whatever happened.
  *
  * Request counters: AWS SDK middleware (one count per HTTP attempt) for DynamoDB clients, the
@@ -17,9 +17,9 @@ import type { CacheClient } from "@aws-lambda-powertools/idempotency/cache/types
 import { createClient } from "@redis/client";
 import { Redis } from "ioredis";
 import { localClientConfig, onEveryRequest, startDynamoDBLocal } from "../scripts/dynamodb-local.mjs";
-import { createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
+import { createIdempotencyTable, idempotencyTableDefinition } from "../entry/dynamodb.js";
 import { startRedisServer } from "../test/setup/redis.js";
-import { type UpstashBridge, startUpstashBridge } from "../test/upstash-bridge.js";
+import { type UpstashBridge, startUpstashBridge } from "../test/support/upstash-bridge.js";
 import { type TcpProxy, startTcpProxy } from "../scripts/tcp-proxy.js";
 import { type DynamoMeter, parseCommandStats } from "./billing.js";
 import { Tally } from "./kit.js";

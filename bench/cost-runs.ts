@@ -14,8 +14,8 @@
 import { countingCacheClient } from "./store-runs.js";
 import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb";
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache";
-import { DynamoDBStore } from "../stores/dynamodb.js";
-import { UpstashRedisStore } from "../stores/upstash.js";
+import { DynamoDBStore } from "../entry/dynamodb.js";
+import { UpstashRedisStore } from "../entry/upstash.js";
 import { type Backends, OUR_TABLE, POWERTOOLS_TABLE } from "./backends.js";
 import { DynamoMeter, commandDelta } from "./billing.js";
 import { type CostWorkload, type CostWorkloadName, costWorkloads, deliveriesOf } from "./cost-workloads.js";

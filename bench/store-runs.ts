@@ -11,8 +11,8 @@
 import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb";
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache";
 import type { CacheClient } from "@aws-lambda-powertools/idempotency/cache/types";
-import { DynamoDBStore } from "../stores/dynamodb.js";
-import { RedisStore, type RedisScriptClient, UpstashRedisStore, ioredisScriptClient } from "../stores/upstash.js";
+import { DynamoDBStore } from "../entry/dynamodb.js";
+import { RedisStore, type RedisScriptClient, UpstashRedisStore, ioredisScriptClient } from "../entry/upstash.js";
 import { type Backends, OUR_TABLE, POWERTOOLS_TABLE } from "./backends.js";
 import { lambdaContext, newIds, sqsEvent } from "./fixtures/sqs.js";
 import { type Kit, type RequestCounter, Tally } from "./kit.js";

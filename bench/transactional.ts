@@ -11,10 +11,10 @@
  */
 import { PutItemCommand } from "@aws-sdk/client-dynamodb";
 import pg from "pg";
-import { BatchEngine } from "../src/engine.js";
+import { BatchEngine } from "../src/engine/index.js";
 import { txOf } from "../src/transaction.js";
-import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
-import { type PgPoolLike, PostgresStore, createIdempotencyTable as createPgTable } from "../stores/postgres.js";
+import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../entry/dynamodb.js";
+import { type PgPoolLike, PostgresStore, createIdempotencyTable as createPgTable } from "../entry/postgres.js";
 import { startPostgres } from "../test/setup/postgres.js";
 import type { Backends } from "./backends.js";
 import { newIds } from "./fixtures/sqs.js";

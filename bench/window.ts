@@ -23,8 +23,8 @@ import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda"
 import type { Store } from "../src/contract.js";
 import { sqsHandler } from "../handlers/lambda-sqs.js";
 import { lambdaContext as sharedLambdaContext } from "../scripts/lambda-events.js";
-import { DynamoDBStore } from "../stores/dynamodb.js";
-import { RedisStore, ioredisScriptClient } from "../stores/upstash.js";
+import { DynamoDBStore } from "../entry/dynamodb.js";
+import { RedisStore, ioredisScriptClient } from "../entry/upstash.js";
 import { type Backends, OUR_TABLE, POWERTOOLS_TABLE } from "./backends.js";
 import { newIds, sqsEvent } from "./fixtures/sqs.js";
 import { Tally } from "./kit.js";

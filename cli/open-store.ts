@@ -2,8 +2,6 @@
  * Opens the store a `StoreConfig` names, importing its backend client only then: an operator who
  * uses DynamoDB never needs `ioredis` or `pg` installed, and the other way round.
  *
- * Postgres goes through `stores/postgres.js` (PostgresStore over a `pg` Pool) by a computed import,
- * against the `ClaimingStore` contract only, so this file does not depend on that store's types.
  *
  * What this is *not*: a connection pool for anything else. Each opened store is closed by the CLI
  * when the command is done.
@@ -47,18 +45,10 @@ function hostOf(url: string): string {
 
 const ns = (namespace: string) => `namespace ${JSON.stringify(namespace)}`;
 
-/** The contract a Postgres store module must offer (stores/postgres.ts). */
-interface PostgresModule {
-  PostgresStore: new (options: { pool: unknown; namespace?: string; table?: string }) => Store;
-}
-
-// A computed specifier: resolved at run time, relative to this file (cli/ → stores/), never at type-check time.
-const POSTGRES_STORE_MODULE = ["..", "stores", "postgres.js"].join("/");
-
 export async function openStore(config: StoreConfig): Promise<OpenedStore> {
   switch (config.kind) {
     case "dynamodb": {
-      const { DynamoDBStore } = await load("dynamodb", "@aws-sdk/client-dynamodb", () => import("../stores/dynamodb.js"));
+      const { DynamoDBStore } = await load("dynamodb", "@aws-sdk/client-dynamodb", () => import("../stores/dynamodb/store.js"));
       const store = new DynamoDBStore({
         table: config.table,
         namespace: config.namespace,
@@ -77,7 +67,7 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
       };
     }
     case "upstash": {
-      const { UpstashRedisStore } = await load("upstash", "@upstash/redis", () => import("../stores/upstash.js"));
+      const { UpstashRedisStore } = await load("upstash", "@upstash/redis", () => import("../stores/redis/upstash.js"));
       const store = new UpstashRedisStore({
         url: config.url,
         token: config.token,
@@ -89,7 +79,7 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
     case "redis": {
       const [{ Redis }, { RedisStore, ioredisScriptClient }] = await Promise.all([
         load("redis", "ioredis", () => import("ioredis")),
-        import("../stores/upstash.js"),
+        import("../stores/redis/store.js"),
       ]);
       const redis = new Redis(config.url, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: true, retryStrategy: () => null });
       // Connection errors reach the command as a StoreUnavailableError; this only keeps ioredis quiet.
@@ -109,13 +99,7 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
     }
     case "postgres": {
       const pg = await load("postgres", "pg", () => import("pg"));
-      let postgresModule: PostgresModule;
-      try {
-        postgresModule = (await import(POSTGRES_STORE_MODULE)) as PostgresModule;
-      } catch {
-        throw new Error("this build of babelqueue-serverless has no Postgres store (stores/postgres.js)");
-      }
-      const { PostgresStore } = postgresModule;
+      const { PostgresStore } = await import("../stores/postgres/store.js");
       const pool = new pg.default.Pool({ connectionString: config.url, max: 4, connectionTimeoutMillis: 5_000 });
       pool.on("error", () => undefined);
       const store = new PostgresStore({ pool, namespace: config.namespace, ...(config.table === undefined ? {} : { table: config.table }) });

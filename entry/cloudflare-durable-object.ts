@@ -10,4 +10,4 @@
  * its types need `@cloudflare/workers-types`. Unit tests of a consumer import
  * `babelqueue-serverless/cloudflare` instead, which never touches `cloudflare:workers`.
  */
-export { IdempotencyObject, type IdempotencyObjectState } from "../stores/idempotency-object.js";
+export { IdempotencyObject, type IdempotencyObjectState } from "../stores/durable-object/object.js";

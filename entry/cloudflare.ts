@@ -8,16 +8,17 @@
  * behind `babelqueue-serverless/cloudflare/durable-object` (and, under the `workerd` export
  * condition that wrangler bundles with, is re-exported from this subpath as well; see
  * ./cloudflare-workerd.ts). Nothing here imports the AWS SDK or any Node module.
+ *
+ * The list is deliberate and pinned by test/package/exports.test.ts.
  */
+import type * as durableObject from "../stores/durable-object/store.js";
+import * as queue from "../handlers/cloudflare-queue.js";
+
 export {
   DurableObjectStore,
   type DurableObjectStoreOptions,
   type IdempotencyNamespace,
-  type IdempotencyShard,
-  type ShardClaim,
-  type ShardClaimRef,
-  type ShardRecord,
-} from "../stores/durable-object.js";
+} from "../stores/durable-object/store.js";
 export { KVStore, type KVStoreOptions, type SeenSetKV } from "../stores/kv.js";
 export {
   CONSUMER_WALL_TIME_MS,
@@ -28,7 +29,6 @@ export {
   type QueueHandlerOptions,
   type QueueMessageLike,
   type QueueRuntimeContext,
-  parkDelaySeconds,
   queueHandler,
 } from "../handlers/cloudflare-queue.js";
 export {
@@ -41,3 +41,16 @@ export {
   type D1Transaction,
   d1IdempotencyTableSql,
 } from "../stores/d1.js";
+
+// Deprecated: kept for one minor version, removed in 0.3.0.
+
+/** @deprecated Internal to `queueHandler` (it sizes a park's retry delay for you). Removed in 0.3.0. */
+export const parkDelaySeconds: typeof queue.parkDelaySeconds = queue.parkDelaySeconds;
+/** @deprecated The object's RPC surface is internal to `DurableObjectStore`. Removed in 0.3.0. */
+export type IdempotencyShard = durableObject.IdempotencyShard;
+/** @deprecated The object's RPC answer is a `Claim` (from the package root). Removed in 0.3.0. */
+export type ShardClaim = durableObject.ShardClaim;
+/** @deprecated The object's RPC surface is internal to `DurableObjectStore`. Removed in 0.3.0. */
+export type ShardClaimRef = durableObject.ShardClaimRef;
+/** @deprecated The object's RPC answer is an `IdRecord` (from the package root). Removed in 0.3.0. */
+export type ShardRecord = durableObject.ShardRecord;

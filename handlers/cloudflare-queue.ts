@@ -1,6 +1,6 @@
 /**
  * `queueHandler`: the Cloudflare Queues consumer — the Worker's `queue` export — as a thin
- * adapter over the batch engine (src/engine.ts), which makes every decision.
+ * adapter over the batch engine (src/engine/), which makes every decision.
  *
  * Per message it hands the engine a delivery (the body as it came: an object for
  * `contentType: "json"`, or a JSON string; `redeliveries` = `message.attempts − 1`; the message,
@@ -36,10 +36,11 @@
  */
 import type { Store } from "../src/contract.js";
 import type { MessageResult } from "../src/decision.js";
-import { BatchEngine, type Delivery, type EngineOptions, type Handler } from "../src/engine.js";
+import { BatchEngine, type Delivery, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
 import { InvalidOptionError } from "../src/errors.js";
-import { type ObservabilityOptions, createObservability } from "../src/observability/index.js";
+import { OBSERVABILITY_OPTION_KEYS, type ObservabilityOptions, createObservability } from "../src/observability/index.js";
+import { type OptionKeys, checkOptions, optionKeys, unionKeys } from "../src/store-kit/options.js";
 
 /** The consumer's wall-time limit: the lease every claim of a batch gets by default. */
 export const CONSUMER_WALL_TIME_MS = 15 * 60 * 1000;
@@ -101,6 +102,12 @@ export interface QueueHandlerOptions<Env, Message = Envelope, QueueMessage exten
   retryDelaySeconds?: number;
 }
 
+/** Every key of `QueueHandlerOptions`: the engine's, observability's and the handler's own. */
+const QUEUE_HANDLER_OPTION_KEYS = unionKeys(
+  unionKeys(ENGINE_OPTION_KEYS, OBSERVABILITY_OPTION_KEYS),
+  optionKeys<Omit<QueueHandlerOptions<unknown>, keyof EngineOptions | keyof ObservabilityOptions>>({ store: true, handle: true, retryDelaySeconds: true }),
+) as OptionKeys<QueueHandlerOptions<unknown>>;
+
 /** The Worker's `queue` export. */
 export type QueueConsumer<Env, QueueMessage extends QueueMessageLike = QueueMessageLike> = (
   batch: MessageBatchLike<QueueMessage>,
@@ -142,6 +149,7 @@ function settle(message: QueueMessageLike, result: MessageResult | undefined, re
 export function queueHandler<Env, Message = Envelope, QueueMessage extends QueueMessageLike = QueueMessageLike>(
   options: QueueHandlerOptions<Env, Message, QueueMessage>,
 ): QueueConsumer<Env, QueueMessage> {
+  checkOptions(options, QUEUE_HANDLER_OPTION_KEYS as OptionKeys<QueueHandlerOptions<Env, Message, QueueMessage>>, "queueHandler");
   const { store, handle, retryDelaySeconds, logger, metrics, tracing, ...engineOptions } = options;
   if (typeof store !== "function") throw new InvalidOptionError("store", "must be a function (env) => Store");
   if (retryDelaySeconds !== undefined) checkDelay("retryDelaySeconds", retryDelaySeconds);

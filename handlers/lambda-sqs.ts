@@ -1,7 +1,7 @@
 /**
  * `sqsHandler`: an SQS-triggered AWS Lambda handler (export `babelqueue-serverless/lambda`).
  *
- * A thin adapter over the batch engine (src/engine.ts), which makes every decision:
+ * A thin adapter over the batch engine (src/engine/), which makes every decision:
  * - each `SQSRecord` becomes a `Delivery`: its body; `redeliveries` = ApproximateReceiveCount − 1
  *   when the count parses as an integer >= 1 (so the handler sees
  *   attempts = max(body.attempts, ApproximateReceiveCount − 1)); a FIFO group = the record's
@@ -36,10 +36,11 @@
 import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import type { Store } from "../src/contract.js";
 import type { MessageResult } from "../src/decision.js";
-import { BatchEngine, type Delivery, type EngineOptions, type Handler } from "../src/engine.js";
+import { BatchEngine, type Delivery, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
 import { InvalidOptionError } from "../src/errors.js";
-import { type ObservabilityOptions, createObservability, queueNameFromArn } from "../src/observability/index.js";
+import { OBSERVABILITY_OPTION_KEYS, type ObservabilityOptions, createObservability, queueNameFromArn } from "../src/observability/index.js";
+import { type OptionKeys, checkOptions, optionKeys, unionKeys } from "../src/store-kit/options.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
 export interface SqsRuntimeContext {
@@ -68,6 +69,12 @@ export interface SqsHandlerOptions<Message = Envelope> extends EngineOptions<Mes
 export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
 
 const DEFAULT_LEASE_MARGIN_MS = 5_000;
+
+/** Every key of `SqsHandlerOptions`: the engine's, observability's and the handler's own. */
+const SQS_HANDLER_OPTION_KEYS = unionKeys(
+  unionKeys(ENGINE_OPTION_KEYS, OBSERVABILITY_OPTION_KEYS),
+  optionKeys<Omit<SqsHandlerOptions, keyof EngineOptions | keyof ObservabilityOptions>>({ store: true, handle: true, leaseMarginMs: true }),
+) as OptionKeys<SqsHandlerOptions<unknown>>;
 
 /** ApproximateReceiveCount − 1 when the attribute is an integer >= 1, else undefined (absent or garbage is ignored). */
 export function redeliveriesOf(record: SQSRecord): number | undefined {
@@ -116,6 +123,7 @@ function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
 }
 
 export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Message>): SqsHandler {
+  checkOptions(options, SQS_HANDLER_OPTION_KEYS as OptionKeys<SqsHandlerOptions<Message>>, "sqsHandler");
   const { store, handle, leaseMarginMs = DEFAULT_LEASE_MARGIN_MS, logger, metrics, tracing, ...engineOptions } = options;
   if (typeof leaseMarginMs !== "number" || !Number.isFinite(leaseMarginMs) || leaseMarginMs < 0) {
     throw new InvalidOptionError("leaseMarginMs", "must be a number of milliseconds >= 0");

@@ -25,7 +25,7 @@ import { createRequire } from "node:module";
 import { type AttributeValue, DynamoDBClient, ScanCommand } from "@aws-sdk/client-dynamodb";
 import type { SQSEvent, SQSRecord } from "aws-lambda";
 import { sqsHandler } from "../handlers/lambda-sqs.js";
-import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
+import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../entry/dynamodb.js";
 import { txOf } from "../src/transaction.js";
 import type { DemoReport } from "./demo-report.js";
 import { hasJava, localClientConfig, startDynamoDBLocal } from "./dynamodb-local.mjs";

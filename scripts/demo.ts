@@ -4,7 +4,7 @@
  * effect twice.
  */
 import { existsSync } from "node:fs";
-import { BatchEngine, InMemoryStore } from "../src/index.js";
+import { BatchEngine, InMemoryStore } from "../entry/index.js";
 import { type DemoReport, formatReports, passed } from "./demo-report.js";
 import { runStorm } from "./storm.js";
 

@@ -20,7 +20,7 @@
 import { readFileSync } from "node:fs";
 import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { createIdempotencyTable, idempotencyTableDefinition } from "../stores/dynamodb.js";
+import { createIdempotencyTable, idempotencyTableDefinition } from "../entry/dynamodb.js";
 import { type DynamoDBLocal, localClientConfig, startDynamoDBLocal } from "./dynamodb-local.mjs";
 import { lambdaContext, sqsRecord } from "./lambda-events.js";
 

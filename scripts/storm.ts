@@ -11,7 +11,7 @@
  * handler reports its effects through `tools.effect`, and draws its scripted failures from
  * `tools.shouldFail` so a run is reproducible from its seed.
  */
-import type { EngineEvent, MessageResult } from "../src/index.js";
+import type { EngineEvent, MessageResult } from "../entry/index.js";
 import type { DemoReport } from "./demo-report.js";
 
 export interface StormOptions {

@@ -158,6 +158,9 @@ export interface StoreWindows {
   retentionMs?: number;
 }
 
+/** Longest payload fingerprint a store must hold (characters). Fingerprints are opaque strings of 1 to 64 characters. */
+export const MAX_FINGERPRINT_LENGTH = 64;
+
 /** Default lease of an in-flight claim. */
 export const DEFAULT_LEASE_MS = 60_000;
 /** Default retention of a committed id: SQS's and Cloudflare Queues' default message retention. */
@@ -172,7 +175,7 @@ export interface FencedClaim {
 
 /**
  * A claiming store that can commit a message together with the handler's own writes as ONE atomic
- * transaction, fenced by the claim (transactional mode, DESIGN §6). `Tx` is the handle the handler
+ * transaction, fenced by the claim (transactional mode; docs/ARCHITECTURE.md, "Transactional mode"). `Tx` is the handle the handler
  * writes through (DynamoDB: a collector of TransactWriteItems actions; Postgres: the transaction's
  * client; D1: a collector of prepared statements).
  *

@@ -1,5 +1,5 @@
 /**
- * The decision for one delivery, written once (DESIGN §3). Every wrapper — `wrap`, the batch
+ * The decision for one delivery, written once (docs/ARCHITECTURE.md, "One message, decided once"). Every wrapper — `wrap`, the batch
  * engine, and through it the Lambda and Cloudflare handlers — reaches its verdicts here.
  *
  * Each function maps what just happened to one message (decoded, gated by the store, run,

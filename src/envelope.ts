@@ -144,6 +144,16 @@ export function messageId(envelope: Envelope): string | undefined {
 }
 
 /**
+ * A message's own non-blank string `trace_id` (a BabelQueue envelope's, or a custom message's), as
+ * `{ traceId }` for a tracer's fallback parent; `{}` when it has none.
+ */
+export function messageTraceId(message: unknown): { traceId?: string } {
+  if (typeof message !== "object" || message === null) return {};
+  const value = own(message as Record<string, unknown>, "trace_id");
+  return typeof value === "string" && value.trim() !== "" ? { traceId: value } : {};
+}
+
+/**
  * Attempts as the handler should see them: the larger of the body's counter and the runtime's
  * native redelivery count (0-based). A missing or garbage native count is ignored; the body's
  * count is never lowered. (Manifest block `sqs.attempts_reconciliation`.)

@@ -18,11 +18,11 @@
  * secret either — a hash of the payload, stored next to the id.
  */
 
+import { MAX_FINGERPRINT_LENGTH } from "./contract.js";
+
 /** A message's fingerprint, or undefined when it has none (then it matches any record). */
 export type Fingerprinter<Message> = (message: Message) => string | undefined | Promise<string | undefined>;
 
-/** Longest fingerprint a store must hold. */
-export const MAX_FINGERPRINT_LENGTH = 64;
 
 function isPlainRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);

@@ -12,9 +12,10 @@
  */
 import type { Claim, ClaimRef, ClaimingStore, IdRecord, Recall, StoreWindows } from "./contract.js";
 import { InvalidOptionError } from "./errors.js";
-import { checkNamespace } from "./keys.js";
-import { checkFingerprint, checkFingerprints, withFingerprint } from "./store-fingerprints.js";
-import { checkMs, resolveWindows } from "./windows.js";
+import { checkNamespace } from "./store-kit/keys.js";
+import { checkFingerprint, checkFingerprints, withFingerprint } from "./store-kit/fingerprints.js";
+import { checkOptions, optionKeys } from "./store-kit/options.js";
+import { checkMs, resolveWindows } from "./store-kit/windows.js";
 
 export interface InMemoryStoreOptions extends StoreWindows {
   /** Key prefix separating consumers that must each run their effect once. Default "". */
@@ -35,6 +36,7 @@ interface Entry {
 }
 
 const SWEEP_EVERY_WRITES = 1024;
+const MEMORY_OPTION_KEYS = optionKeys<InMemoryStoreOptions>({ namespace: true, now: true, token: true, leaseMs: true, retentionMs: true });
 
 export class InMemoryStore implements ClaimingStore {
   readonly namespace: string;
@@ -46,6 +48,7 @@ export class InMemoryStore implements ClaimingStore {
   #writes = 0;
 
   constructor(options: InMemoryStoreOptions = {}) {
+    checkOptions(options, MEMORY_OPTION_KEYS, "InMemoryStore");
     this.namespace = checkNamespace(options.namespace ?? "");
     ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
     this.#now = options.now ?? Date.now;

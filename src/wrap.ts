@@ -24,7 +24,8 @@
  */
 import type { Store } from "./contract.js";
 import type { MessageResult } from "./decision.js";
-import { BatchEngine, type EngineOptions, type Handler } from "./engine.js";
+import { BatchEngine, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "./engine/index.js";
+import { type OptionKeys, checkOptions } from "./store-kit/options.js";
 import type { Envelope } from "./envelope.js";
 import { BabelQueueServerlessError, InFlightError } from "./errors.js";
 
@@ -62,6 +63,7 @@ export function wrapResult<Message = Envelope>(
   handle: Handler<Message, object>,
   options: EngineOptions<Message> = {},
 ): WrappedResultHandler {
+  checkOptions(options, ENGINE_OPTION_KEYS as OptionKeys<EngineOptions<Message>>, "wrap");
   const engine = new BatchEngine<Message, object>(store, handle, options);
   return async (body, delivery = {}) => {
     const { redeliveries, leaseMs, deadline, messageId, headers } = delivery;

@@ -3,7 +3,7 @@
  * `babelqueue-serverless/cloudflare`). Tables: migrations/0001_babelqueue_idempotency.sql
  * (= `d1IdempotencyTableSql()`), applied with `wrangler d1 migrations apply`.
  *
- * Contract (DESIGN §2, the same as every store):
+ * Contract (the store contract of docs/ARCHITECTURE.md, the same as every store):
  *   - ONE D1 request per batch step, whatever the batch size: ids travel as one JSON parameter
  *     (`json_each`), so D1's 100-parameter limit never bites. `claimMany` is a `db.batch()` of two
  *     statements (the `INSERT … ON CONFLICT DO UPDATE … WHERE expired` upsert, then the read of every
@@ -29,8 +29,11 @@
  */
 import type { Claim, ClaimRef, FencedClaim, IdRecord, Recall, StoreWindows, TransactionalStore } from "../src/contract.js";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../src/errors.js";
-import { checkNamespace, keyPart, storeKey } from "../src/keys.js";
-import { checkMs, resolveWindows } from "../src/windows.js";
+import { describeFailure, storeFailure } from "../src/store-kit/failures.js";
+import { checkFingerprint, checkFingerprints } from "../src/store-kit/fingerprints.js";
+import { checkNamespace, storeKey } from "../src/store-kit/keys.js";
+import { checkOptions, optionKeys } from "../src/store-kit/options.js";
+import { checkMs, resolveWindows } from "../src/store-kit/windows.js";
 
 /** What the store reads from a D1 result (`D1Result` has it). */
 export interface D1ResultLike {
@@ -144,6 +147,15 @@ SELECT 1, EXISTS (SELECT 1 FROM ${t} WHERE key = ?1 AND token = ?2 AND status = 
 type Row = Record<string, unknown>;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+const D1_OPTION_KEYS = optionKeys<D1StoreOptions>({
+  namespace: true,
+  table: true,
+  maxTransactionRetries: true,
+  token: true,
+  leaseMs: true,
+  retentionMs: true,
+});
+
 export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements TransactionalStore<D1Transaction<Db>> {
   readonly namespace: string;
   readonly table: string;
@@ -155,6 +167,7 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
   readonly #token: () => string;
 
   constructor(db: Db, options: D1StoreOptions = {}) {
+    checkOptions(options, D1_OPTION_KEYS, STORE_NAME);
     if (typeof db?.prepare !== "function" || typeof db.batch !== "function") throw new InvalidOptionError("db", "must be a D1 database binding");
     this.#db = db;
     this.namespace = checkNamespace(options.namespace ?? "");
@@ -168,23 +181,23 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
   }
 
   /** The row key of an id (for operators and tests). */
-  async key(id: string): Promise<string> {
-    if (typeof id !== "string") throw new InvalidOptionError("id", "must be a string");
-    if (id.includes("\u0000")) return `${this.namespace}:${await keyPart(id, 0)}`;
-    return storeKey(this.namespace, id, D1_MAX_KEY_BYTES);
+  key(id: string): Promise<string> {
+    // SQLite text bound from Workers cannot carry NUL safely: such an id is hashed.
+    return storeKey(this.namespace, id, D1_MAX_KEY_BYTES, "", { hashNul: true });
   }
 
   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
-    return (await this.claimMany([id], leaseMs, [fingerprint]))[0] as Claim;
+    return (await this.claimMany([id], leaseMs, [checkFingerprint(fingerprint)]))[0] as Claim;
   }
 
   async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
     const lease = Math.max(1, Math.ceil(checkMs("leaseMs", leaseMs ?? this.leaseMs)));
+    const prints = checkFingerprints(fingerprints, ids.length);
     if (ids.length === 0) return [];
     const keys = await this.#keys(ids);
     const input = new Map<string, [string, string, string | null]>();
     keys.forEach((key, i) => {
-      if (!input.has(key)) input.set(key, [key, this.#token(), fingerprints?.[i] ?? null]);
+      if (!input.has(key)) input.set(key, [key, this.#token(), prints[i] ?? null]);
     });
     const json = JSON.stringify([...input.values()]);
     const [, read] = await this.#call("claimMany", () => this.#db.batch([this.#sql_(this.#sql.claim, json, lease), this.#sql_(this.#sql.claimed, json)]));
@@ -214,15 +227,16 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
   }
 
   async remember(id: string, fingerprint?: string): Promise<void> {
-    await this.rememberMany([id], [fingerprint]);
+    await this.rememberMany([id], [checkFingerprint(fingerprint)]);
   }
 
   async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+    const prints = checkFingerprints(fingerprints, ids.length);
     if (ids.length === 0) return;
     const keys = await this.#keys(ids);
     const input = new Map<string, string | null>();
     keys.forEach((key, i) => {
-      const fingerprint = fingerprints?.[i];
+      const fingerprint = prints[i];
       if (!input.has(key) || fingerprint !== undefined) input.set(key, fingerprint ?? input.get(key) ?? null);
     });
     const json = JSON.stringify([...input.entries()]);
@@ -278,7 +292,7 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
     const batch = [
       ...added,
       this.#sql_(this.#sql.fence, key, claim.token),
-      this.#sql_(this.#sql.commit, key, claim.token, claim.fingerprint ?? null, Math.ceil(this.retentionMs)),
+      this.#sql_(this.#sql.commit, key, claim.token, checkFingerprint(claim.fingerprint) ?? null, Math.ceil(this.retentionMs)),
     ];
     for (let attempt = 0; ; attempt += 1) {
       try {
@@ -288,14 +302,14 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
         const message = error instanceof Error ? `${error.message} ${error.cause instanceof Error ? error.cause.message : ""}` : "";
         if (message.includes(D1_FENCE_CONSTRAINT)) throw new FenceLostError(claim.id);
         if (!TRANSIENT.test(message)) {
-          throw new TransactionConditionError(`a statement of the handler's batch failed (${describe(error)})`, [], { cause: error });
+          throw new TransactionConditionError(`a statement of the handler's batch failed (${describeFailure(error)})`, [], { cause: error });
         }
         // Ambiguous: did the batch commit before the connection broke? The row says.
         const row = await this.#read("transact", key);
         if (row?.status === "done" && row.token === claim.token) return;
         if (row?.status !== "in-flight" || row.token !== claim.token) throw new FenceLostError(claim.id);
         if (attempt >= this.maxTransactionRetries) {
-          throw new StoreUnavailableError(STORE_NAME, "transact", `${describe(error)} on every one of ${attempt + 1} attempts`, { cause: error });
+          throw new StoreUnavailableError(STORE_NAME, "transact", `${describeFailure(error)} on every one of ${attempt + 1} attempts`, { cause: error });
         }
         await sleep(Math.floor(25 * 2 ** attempt * (0.5 + Math.random())));
       }
@@ -327,7 +341,7 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
       return await run();
     } catch (error) {
       // D1's messages name the SQL error, never the bound values.
-      throw new StoreUnavailableError(STORE_NAME, operation, describe(error), { cause: error });
+      throw storeFailure(STORE_NAME, operation, error, { cause: "original" });
     }
   }
 }
@@ -339,9 +353,4 @@ function verdict(row: Row): Claim {
 
 function withFingerprint<T extends object>(value: T, fingerprint: unknown): T & { fingerprint?: string } {
   return typeof fingerprint === "string" ? { ...value, fingerprint } : value;
-}
-
-function describe(error: unknown): string {
-  if (!(error instanceof Error)) return `failed with a non-error value (${typeof error})`;
-  return `${error.name}: ${error.message.length > 200 ? `${error.message.slice(0, 200)}…` : error.message}`;
 }

@@ -19,10 +19,12 @@
  * What this is *not*: a lock, a claim, or read-your-writes across locations.
  */
 import type { IdRecord, Recall, Store, StoreWindows } from "../src/contract.js";
-import { InvalidOptionError, StoreUnavailableError } from "../src/errors.js";
-import { checkNamespace, storeKey } from "../src/keys.js";
-import { checkFingerprint, checkFingerprints, withFingerprint } from "../src/store-fingerprints.js";
-import { resolveWindows } from "../src/windows.js";
+import { InvalidOptionError } from "../src/errors.js";
+import { storeFailure } from "../src/store-kit/failures.js";
+import { checkOptions, optionKeys } from "../src/store-kit/options.js";
+import { checkNamespace, storeKey } from "../src/store-kit/keys.js";
+import { checkFingerprint, checkFingerprints, withFingerprint } from "../src/store-kit/fingerprints.js";
+import { resolveWindows } from "../src/store-kit/windows.js";
 
 const STORE_NAME = "KVStore";
 /** KV's key limit (bytes). */
@@ -60,10 +62,6 @@ export interface KVStoreOptions extends Pick<StoreWindows, "retentionMs"> {
   bulkGet?: boolean;
 }
 
-function describe(error: unknown): string {
-  return `the KV call failed${error instanceof Error ? `: ${error.name}` : ""}`;
-}
-
 /** A committed id's value, read back: its retention deadline and fingerprint (see the header). */
 interface Committed {
   readonly deadline: number;
@@ -79,6 +77,8 @@ function parseValue(value: string | null | undefined): Committed | null {
   return { deadline, fingerprint: colon < 0 ? undefined : value.slice(colon + 1) || undefined };
 }
 
+const KV_OPTION_KEYS = optionKeys<KVStoreOptions>({ namespace: true, retentionMs: true, bulkGet: true });
+
 export class KVStore implements Store {
   readonly namespace: string;
   readonly retentionMs: number;
@@ -86,6 +86,7 @@ export class KVStore implements Store {
   readonly #bulkGet: boolean;
 
   constructor(kv: SeenSetKV, options: KVStoreOptions = {}) {
+    checkOptions(options, KV_OPTION_KEYS, STORE_NAME);
     if (typeof kv?.get !== "function" || typeof kv.put !== "function" || typeof kv.delete !== "function") {
       throw new InvalidOptionError("kv", "must be a Workers KV namespace binding");
     }
@@ -96,7 +97,6 @@ export class KVStore implements Store {
   }
 
   #key(id: string): Promise<string> {
-    if (typeof id !== "string") throw new InvalidOptionError("id", "must be a string");
     return storeKey(this.namespace, id, MAX_KEY_BYTES);
   }
 
@@ -104,8 +104,8 @@ export class KVStore implements Store {
     try {
       return await work();
     } catch (error) {
-      if (error instanceof InvalidOptionError) throw error;
-      throw new StoreUnavailableError(STORE_NAME, operation, describe(error), { cause: error });
+      // KV's messages may quote a key: the error's name only.
+      throw storeFailure(STORE_NAME, operation, error, { prefix: "the KV call failed", message: false, cause: "original" });
     }
   }
 

@@ -10,7 +10,7 @@
  * your own work where the comment says.
  */
 import { sqsHandler } from "../../handlers/lambda-sqs.js";
-import { DynamoDBStore } from "../../stores/dynamodb.js";
+import { DynamoDBStore } from "../../entry/dynamodb.js";
 
 const table = process.env.IDEMPOTENCY_TABLE;
 if (table === undefined || table === "") throw new Error("IDEMPOTENCY_TABLE is not set");

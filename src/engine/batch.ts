@@ -2,11 +2,10 @@
  * One `process` call: the three phases over one batch, with the state they share — the items,
  * the commit and release queues, the running count, the deadline.
  *
- * What this is *not*: option validation (../engine.ts) or a verdict (../decision.ts).
+ * What this is *not*: option validation (settings.ts) or a verdict (../decision.ts).
  */
-import type { ClaimRef, ClaimingStore, Store, TransactionalStore } from "../contract.js";
+import type { ClaimRef, ClaimingStore, TransactionalStore } from "../contract.js";
 import {
-  type DecisionPolicy,
   type MessageResult,
   afterCommit,
   afterGate,
@@ -18,11 +17,13 @@ import {
   stillRunning,
 } from "../decision.js";
 import { GroupBlockedError } from "../errors.js";
-import type { RunInterceptor } from "../events.js";
+import type { EngineEvent, RunInterceptor } from "../events.js";
 import { StepQueue } from "./commit.js";
-import { type PhaseDeps, decode, fingerprintAll, gate, markCopiesAndBlocked, settleEach } from "./gate.js";
+import { decode, fingerprintAll, gate, markCopiesAndBlocked } from "./gate.js";
 import { invoke, lanesOf, runLanes } from "./run.js";
-import type { Delivery, Handler, Item, ProcessOptions } from "./types.js";
+import type { EngineSettings } from "./settings.js";
+import { batchOrEach, errorsOf, voidMany } from "./store-step.js";
+import type { Delivery, Item, ProcessOptions } from "./types.js";
 
 /** The fingerprint the store answered the gate with (a done / in-flight record's), if any. */
 function storedFingerprint<Message, RC>(item: Item<Message, RC>): string | undefined {
@@ -47,24 +48,16 @@ interface CommitEntry {
   readonly fingerprint: string | undefined;
 }
 
-/** What a `BatchRun` needs of its engine: the validated options. */
-export interface EngineConfig<Message, RC> {
-  readonly store: Store;
-  readonly handle: Handler<Message, RC>;
-  readonly policy: DecisionPolicy;
-  readonly concurrency: number;
-  readonly leaseMs: number | undefined;
-  readonly commitRetries: number;
-  readonly lingerMs: number;
-  readonly marginMs: number;
-  readonly transactional: boolean;
-  readonly deps: PhaseDeps<Message>;
+/** What one batch adds to the engine's settings: where its events go, and its handlers' interceptor. */
+export interface BatchScope {
+  readonly emit: (event: EngineEvent) => void;
   readonly intercept: RunInterceptor | undefined;
 }
 
 /** The state of one `process` call. */
 export class BatchRun<Message, RC> {
-  readonly #engine: EngineConfig<Message, RC>;
+  readonly #settings: EngineSettings<Message, RC>;
+  readonly #scope: BatchScope;
   readonly #run: ProcessOptions;
   readonly #items: Item<Message, RC>[];
   readonly #copies = new Map<number, Item<Message, RC>[]>();
@@ -76,54 +69,40 @@ export class BatchRun<Message, RC> {
   #answered = false;
   #claimedAt = 0;
 
-  constructor(engine: EngineConfig<Message, RC>, deliveries: readonly Delivery<RC>[], run: ProcessOptions) {
-    this.#engine = engine;
+  constructor(settings: EngineSettings<Message, RC>, scope: BatchScope, deliveries: readonly Delivery<RC>[], run: ProcessOptions) {
+    this.#settings = settings;
+    this.#scope = scope;
     this.#run = run;
-    this.#leaseMs = run.leaseMs ?? this.#engine.leaseMs;
-    const { deps } = this.#engine;
-    this.#items = deliveries.map((delivery, index) => decode(deps, delivery, index));
-    const store = this.#engine.store;
+    this.#leaseMs = run.leaseMs ?? settings.leaseMs;
+    this.#items = deliveries.map((delivery, index) => decode(settings, delivery, index));
+    const store = settings.store;
     // Worth lingering for: handlers running, or still to start (a pool slot frees up in a moment).
     const othersRunning = () =>
       this.#running > 0 || (!this.#stopped && this.#items.some((item) => item.stage === "waiting" && !item.reported && item.firstCopy === undefined));
     this.#commits = new StepQueue<CommitEntry>({
       step: "commit",
-      retries: this.#engine.commitRetries,
-      lingerMs: this.#engine.lingerMs,
+      retries: settings.commitRetries,
+      lingerMs: settings.commitLingerMs,
       othersRunning,
-      emit: deps.emit,
+      emit: scope.emit,
       run: async (entries) => {
         const keys = entries.map((entry) => entry.key);
         const fingerprints = entries.map((entry) => entry.fingerprint);
-        if (store.rememberMany !== undefined) {
-          try {
-            await store.rememberMany(keys, fingerprints);
-            return keys.map(() => undefined);
-          } catch (error) {
-            return keys.map(() => error);
-          }
-        }
-        return (await settleEach(keys.map((key, i) => () => store.remember(key, fingerprints[i])))).map((a) => (a.ok ? undefined : a.error));
+        const many = voidMany(keys.length, store.rememberMany === undefined ? undefined : () => (store.rememberMany as NonNullable<typeof store.rememberMany>).call(store, keys, fingerprints));
+        return errorsOf(await batchOrEach("rememberMany", keys.length, many, (i) => store.remember(keys[i] as string, fingerprints[i])));
       },
     });
     this.#releases = new StepQueue<ClaimRef>({
       step: "release",
       // A failed release only means the redelivery waits for the lease to end: reported, not retried.
       retries: 0,
-      lingerMs: this.#engine.lingerMs,
+      lingerMs: settings.commitLingerMs,
       othersRunning,
-      emit: deps.emit,
+      emit: scope.emit,
       run: async (claims) => {
         const claiming = store as ClaimingStore;
-        if (claiming.releaseMany !== undefined) {
-          try {
-            await claiming.releaseMany(claims);
-            return claims.map(() => undefined);
-          } catch (error) {
-            return claims.map(() => error);
-          }
-        }
-        return (await settleEach(claims.map((claim) => () => claiming.release(claim.id, claim.token)))).map((a) => (a.ok ? undefined : a.error));
+        const many = voidMany(claims.length, claiming.releaseMany === undefined ? undefined : () => (claiming.releaseMany as NonNullable<ClaimingStore["releaseMany"]>).call(claiming, claims));
+        return errorsOf(await batchOrEach("releaseMany", claims.length, many, (i) => claiming.release((claims[i] as ClaimRef).id, (claims[i] as ClaimRef).token)));
       },
     });
   }
@@ -134,9 +113,9 @@ export class BatchRun<Message, RC> {
   }
 
   async process(): Promise<MessageResult[]> {
-    const { deps } = this.#engine;
-    const answerAt = this.#run.deadline === undefined ? undefined : this.#run.deadline - this.#engine.marginMs;
-    await fingerprintAll(deps, this.#items);
+    const settings = this.#settings;
+    const answerAt = this.#run.deadline === undefined ? undefined : this.#run.deadline - settings.deadlineMarginMs;
+    await fingerprintAll(settings, this.#items);
     const gated = markCopiesAndBlocked(this.#items);
     for (const item of this.#items) if (item.firstCopy !== undefined) this.#copiesOf(item.firstCopy).push(item);
     for (const item of this.#items) if (item.result !== undefined) this.#finish(item, item.result);
@@ -145,13 +124,13 @@ export class BatchRun<Message, RC> {
       // No time to claim and run anything: every delivery goes back to the queue untouched.
       this.#stopped = true;
     } else {
-      await gate(deps, gated, this.#leaseMs);
+      await gate(settings, this.#scope.emit, gated, this.#leaseMs);
       this.#claimedAt = Date.now();
       // Messages outside FIFO groups that the gate already decided are final now.
       for (const item of gated) if (item.delivery.group === undefined) this.#decideAtGate(item);
       const lanes = runLanes(
         lanesOf(this.#items),
-        this.#engine.concurrency,
+        settings.concurrency,
         () => this.#stopped,
         (item) => this.#step(item),
         (rest) => this.#block(rest),
@@ -164,7 +143,7 @@ export class BatchRun<Message, RC> {
 
     const flushed = Promise.all([this.#commits.drain(), this.#releases.drain()]);
     if (this.#run.deadline === undefined) await flushed;
-    else await raceTimer(flushed, this.#run.deadline - this.#engine.marginMs / 4 - Date.now());
+    else await raceTimer(flushed, this.#run.deadline - settings.deadlineMarginMs / 4 - Date.now());
 
     this.#answered = true;
     return this.#items.map((item) => {
@@ -190,7 +169,7 @@ export class BatchRun<Message, RC> {
   #decideAtGate(item: Item<Message, RC>): boolean {
     if (item.reported) return true;
     if (item.gate === undefined) return false;
-    const step = afterGate(item.gate, this.#engine.policy, item.key, item.fingerprint);
+    const step = afterGate(item.gate, this.#settings.policy, item.key, item.fingerprint);
     if (step.next === "stop") {
       item.dedupe = step.result.dedupe;
       this.#finish(item, step.result);
@@ -206,14 +185,12 @@ export class BatchRun<Message, RC> {
     if (item.gate === undefined) return false;
     item.stage = "running";
     this.#running += 1;
-    const { handle, intercept } = this.#engine;
-    if (this.#engine.transactional && item.token !== undefined) return this.#transact(item);
-    const outcome = await invoke(handle, intercept, item);
+    if (this.#settings.transactional && item.token !== undefined) return this.#transact(item);
+    const outcome = await invoke(this.#settings.handle, this.#scope.intercept, item);
     this.#running -= 1;
     item.stage = "finished";
     const next = afterRun(outcome, item.dedupe, item.key, item.token !== undefined);
     if (next.next === "commit") {
-      item.committing = true;
       void this.#commits.add({ key: item.key as string, fingerprint: item.fingerprint }).then((error) => {
         this.#finish(item, afterCommit(error, item.dedupe, item.key as string), this.#answered);
       });
@@ -230,8 +207,9 @@ export class BatchRun<Message, RC> {
 
   /** Transactional mode: the handler's writes and the fenced commit, one transaction. */
   async #transact(item: Item<Message, RC>): Promise<boolean> {
-    const store = this.#engine.store as TransactionalStore<unknown>;
-    const { handle, intercept, deps } = this.#engine;
+    const store = this.#settings.store as TransactionalStore<unknown>;
+    const { handle } = this.#settings;
+    const { intercept, emit } = this.#scope;
     const key = item.key as string;
     const started = Date.now();
     let error: unknown;
@@ -243,7 +221,7 @@ export class BatchRun<Message, RC> {
     } catch (thrown) {
       error = thrown;
     }
-    deps.emit({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: error === undefined });
+    emit({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: error === undefined });
     this.#running -= 1;
     item.stage = "finished";
     const next = afterTransaction(error, key);
@@ -280,7 +258,7 @@ export class BatchRun<Message, RC> {
     item.reported = true;
     item.result = result;
     item.stage = "finished";
-    this.#engine.deps.emit({
+    this.#scope.emit({
       type: "result",
       index: item.index,
       result,
@@ -299,7 +277,7 @@ export class BatchRun<Message, RC> {
       }
     }
     for (const copy of this.#copies.get(item.index) ?? []) {
-      this.#finish(copy, copyOf(result, this.#engine.policy, { first: item.fingerprint, copy: copy.fingerprint, stored: storedFingerprint(item) }));
+      this.#finish(copy, copyOf(result, this.#settings.policy, { first: item.fingerprint, copy: copy.fingerprint, stored: storedFingerprint(item) }));
     }
   }
 }

@@ -7,35 +7,15 @@
  * What this is *not*: the verdict. It records what the store said (`item.gate`); decision.ts
  * turns that into run / stop.
  */
-import { type Claim, type ClaimingStore, type Recall, type Store, isClaimingStore } from "../contract.js";
-import { type DecisionPolicy, invalid } from "../decision.js";
-import { type Envelope, decodeEnvelope, messageId, reconcileAttempts } from "../envelope.js";
-import { InvalidMessageError, StoreUnavailableError } from "../errors.js";
-import type { EngineEvent, StoreStep } from "../events.js";
-import { type Fingerprinter, fingerprintOf } from "../fingerprint.js";
+import { type Claim, type ClaimingStore, type Recall, isClaimingStore } from "../contract.js";
+import { invalid } from "../decision.js";
+import { reconcileAttempts } from "../envelope.js";
+import { InvalidMessageError } from "../errors.js";
+import type { EngineEvent } from "../events.js";
+import { fingerprintOf } from "../fingerprint.js";
+import type { EngineSettings } from "./settings.js";
+import { type Answer, malformed, storeStep } from "./store-step.js";
 import type { Delivery, Item } from "./types.js";
-
-export type Answer<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
-
-/** What the phases need of the engine. */
-export interface PhaseDeps<Message> {
-  readonly store: Store;
-  readonly policy: DecisionPolicy;
-  readonly emit: (event: EngineEvent) => void;
-  readonly parse: (body: unknown) => Message;
-  readonly key: (message: Message) => string | undefined;
-  readonly fingerprint: Fingerprinter<Message> | undefined;
-}
-
-export function defaultParse(body: unknown): Envelope {
-  const decoded = decodeEnvelope(body);
-  if (!decoded.ok) throw new InvalidMessageError(decoded.reason);
-  return decoded.message;
-}
-
-export function defaultKey(message: unknown): string | undefined {
-  return messageId(message as Envelope);
-}
 
 /** The body's own attempts counter, when the message has one. */
 function bodyAttempts(message: unknown): number {
@@ -51,25 +31,21 @@ function rejectionReason(error: unknown): string {
   return `parse rejected the body (${name})`;
 }
 
-export function malformed(operation: string): StoreUnavailableError {
-  return new StoreUnavailableError("store", operation, "returned an answer of the wrong shape");
-}
-
 /** Decodes one delivery into an item: its message, key and attempts, or an `invalid` result. */
-export function decode<Message, RC>(deps: PhaseDeps<Message>, delivery: Delivery<RC>, index: number): Item<Message, RC> {
+export function decode<Message, RC>(settings: EngineSettings<Message, RC>, delivery: Delivery<RC>, index: number): Item<Message, RC> {
   const item: Item<Message, RC> = { index, delivery, attempts: 0, dedupe: "none", stage: "waiting" };
   let message: Message;
   try {
-    message = deps.parse(delivery.body);
+    message = settings.parse(delivery.body);
   } catch (error) {
-    item.result = invalid(rejectionReason(error), deps.policy);
+    item.result = invalid(rejectionReason(error), settings.policy);
     return item;
   }
   let key: string | undefined;
   try {
-    key = deps.key(message);
+    key = settings.key(message);
   } catch (error) {
-    item.result = invalid(`the key function threw (${error instanceof Error ? error.name : typeof error})`, deps.policy);
+    item.result = invalid(`the key function threw (${error instanceof Error ? error.name : typeof error})`, settings.policy);
     return item;
   }
   item.message = message;
@@ -79,12 +55,12 @@ export function decode<Message, RC>(deps: PhaseDeps<Message>, delivery: Delivery
 }
 
 /** Fingerprints every keyed message: synchronously for the default, awaiting only a user's async fingerprint function. */
-export async function fingerprintAll<Message, RC>(deps: PhaseDeps<Message>, items: readonly Item<Message, RC>[]): Promise<void> {
-  if (deps.fingerprint === undefined) return;
+export async function fingerprintAll<Message, RC>(settings: EngineSettings<Message, RC>, items: readonly Item<Message, RC>[]): Promise<void> {
+  if (settings.fingerprint === undefined) return;
   const pending: Promise<void>[] = [];
   for (const item of items) {
     if (item.key === undefined || item.result !== undefined) continue;
-    const value = fingerprintOf(deps.fingerprint, item.message as Message);
+    const value = fingerprintOf(settings.fingerprint, item.message as Message);
     if (value instanceof Promise) {
       pending.push(
         value.then((fingerprint) => {
@@ -150,60 +126,22 @@ function isRecall(value: unknown): value is Recall {
   return typeof recall.seen === "boolean" && (recall.fingerprint === undefined || typeof recall.fingerprint === "string");
 }
 
-/** Settles every call of a per-id fallback into values or errors (a synchronous throw included). */
-export async function settleEach<T>(calls: readonly (() => T | Promise<T>)[]): Promise<Answer<T>[]> {
-  return Promise.all(
-    calls.map(async (call): Promise<Answer<T>> => {
-      try {
-        return { ok: true, value: await call() };
-      } catch (error) {
-        return { ok: false, error };
-      }
-    }),
-  );
-}
-
-/**
- * One store step over `count` ids: the batch form when the store has one (a wrong-length answer
- * is a store failure), else per-id calls in parallel. Emits the step's latency and its errors.
- */
-export async function storeStep<T>(
-  deps: { readonly emit: (event: EngineEvent) => void },
-  step: StoreStep,
-  count: number,
-  many: (() => Promise<readonly T[]>) | undefined,
-  one: (i: number) => T | Promise<T>,
-): Promise<Answer<T>[]> {
-  const started = Date.now();
-  let answers: Answer<T>[];
-  if (many !== undefined) {
-    try {
-      const values = await many();
-      if (!Array.isArray(values) || values.length !== count) throw malformed(`${step}Many`);
-      answers = values.map((value) => ({ ok: true as const, value }));
-    } catch (error) {
-      answers = Array.from({ length: count }, () => ({ ok: false as const, error }));
-    }
-  } else {
-    answers = await settleEach(Array.from({ length: count }, (_, i) => () => one(i)));
-  }
-  const failed = answers.filter((answer): answer is { ok: false; error: unknown } => !answer.ok);
-  deps.emit({ type: "store-step", step, ids: count, durationMs: Date.now() - started, ok: failed.length === 0 });
-  if (failed.length > 0) deps.emit({ type: "store-error", step, ids: failed.length, error: (failed[0] as { error: unknown }).error });
-  return answers;
-}
-
 /** Asks the store about every gated item in one step, and records its answer on the item. */
-export async function gate<Message, RC>(deps: PhaseDeps<Message>, items: Item<Message, RC>[], leaseMs: number | undefined): Promise<void> {
+export async function gate<Message, RC>(
+  settings: EngineSettings<Message, RC>,
+  emit: (event: EngineEvent) => void,
+  items: Item<Message, RC>[],
+  leaseMs: number | undefined,
+): Promise<void> {
   if (items.length === 0) return;
   const keys = items.map((item) => item.key as string);
-  const store = deps.store;
+  const store = settings.store;
   if (isClaimingStore(store)) {
     const fingerprints = items.map((item) => item.fingerprint);
     const redelivered = items.map((item) => item.attempts > 0);
     const claiming: ClaimingStore = store;
     const many = claiming.claimMany === undefined ? undefined : () => (claiming.claimMany as NonNullable<ClaimingStore["claimMany"]>).call(claiming, keys, leaseMs, fingerprints, { redelivered });
-    const answers = await storeStep<unknown>(deps, "claim", keys.length, many, (i) => claiming.claim(keys[i] as string, leaseMs, fingerprints[i]));
+    const answers = await storeStep<unknown>(emit, "claim", keys.length, many, (i) => claiming.claim(keys[i] as string, leaseMs, fingerprints[i]));
     items.forEach((item, i) => {
       const answer = answers[i] as Answer<unknown>;
       if (answer.ok && isClaim(answer.value)) {
@@ -224,7 +162,7 @@ export async function gate<Message, RC>(deps: PhaseDeps<Message>, items: Item<Me
       : seenMany !== undefined
         ? async () => (await seenMany.call(store, keys)).map((seen) => (typeof seen === "boolean" ? { seen } : seen))
         : undefined;
-  const answers = await storeStep<unknown>(deps, "seen", keys.length, many, async (i) => ({ seen: await store.seen(keys[i] as string) }));
+  const answers = await storeStep<unknown>(emit, "seen", keys.length, many, async (i) => ({ seen: await store.seen(keys[i] as string) }));
   items.forEach((item, i) => {
     const answer = answers[i] as Answer<unknown>;
     if (answer.ok && isRecall(answer.value)) {

@@ -8,6 +8,7 @@
  *
  * What this is *not*: the verdict (decision.ts) or the store steps (gate.ts, commit.ts).
  */
+import { messageTraceId } from "../envelope.js";
 import type { RunInterceptor } from "../events.js";
 import type { Handler, HandlerContext, Item } from "./types.js";
 
@@ -61,13 +62,6 @@ export async function runLanes<T>(
   await Promise.all(workers);
 }
 
-/** The message's own non-blank string `trace_id`, for a tracer's fallback parent. */
-function traceIdOf(message: unknown): { traceId?: string } {
-  if (typeof message !== "object" || message === null) return {};
-  const value = Object.getOwnPropertyDescriptor(message, "trace_id")?.value as unknown;
-  return typeof value === "string" && value.trim() !== "" ? { traceId: value } : {};
-}
-
 export type RunOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
 
 /** Invokes the user's handler once (through the interceptor when there is one), timing it. */
@@ -91,7 +85,7 @@ export async function invoke<Message, RC>(
         attempts: item.attempts,
         ...(item.delivery.messageId === undefined ? {} : { messageId: item.delivery.messageId }),
         ...(item.delivery.headers === undefined ? {} : { headers: item.delivery.headers }),
-        ...traceIdOf(item.message),
+        ...messageTraceId(item.message),
       };
       await intercept(run, info);
     }

@@ -2,8 +2,8 @@
  * The engine's public shapes — a delivery in, the handler's context, the options — and the
  * per-delivery working record the three phases (gate, run, commit) share.
  *
- * What this is *not*: behaviour. The phases live in gate.ts, run.ts and commit.ts; the
- * orchestration in ../engine.ts; the verdicts in ../decision.ts.
+ * What this is *not*: behaviour. The phases live in gate.ts, run.ts and commit.ts; one batch's
+ * orchestration in batch.ts; the options' validation in settings.ts; the verdicts in ../decision.ts.
  */
 import type { DedupeMode, GateOutcome, MessageResult } from "../decision.js";
 import type { Envelope } from "../envelope.js";
@@ -146,7 +146,5 @@ export interface Item<Message, RuntimeContext> {
   reported?: boolean;
   /** Where the run phase got to: not started, its handler running, or finished (committing or final). */
   stage: "waiting" | "running" | "finished";
-  /** The handler succeeded and its commit is queued or done: counts as acknowledged for FIFO order. */
-  committing?: boolean;
   handlerMs?: number;
 }

@@ -15,6 +15,7 @@
  */
 import type { EngineEvent, RunInterceptor } from "../events.js";
 import { InvalidOptionError } from "../errors.js";
+import { type OptionKeys, checkOptions, optionKeys } from "../store-kit/options.js";
 import { type LoggerLike, isLoggerLike, outcomeLogger } from "./log.js";
 import { BatchMetrics, type MetricsOptions, type MetricsSinks, metricsSinks } from "./metrics.js";
 import { BatchTracing, type MessagingSystem, type TracingOptions, checkTracingOptions } from "./tracing.js";
@@ -45,7 +46,7 @@ export {
   emfDocuments,
 } from "./metrics.js";
 export type { OtelApi, OtelContext, OtelSpan, OtelSpanContext, OtelTraceState, OtelTracer } from "./otel-api.js";
-export { isReplay, parseTraceparent, spanIdOf, traceIdOf } from "./trace-context.js";
+export { isReplay, parseTraceparent, spanIdOf, otelTraceId } from "./trace-context.js";
 export { BatchTracing, type MessagingSystem, type TracingOptions } from "./tracing.js";
 
 /** The observability options every runtime handler takes. */
@@ -102,6 +103,7 @@ export function createObservability<Env = unknown>(
   }
   const sinks = checkMetrics(metrics);
   if (tracing !== undefined && tracing !== false) {
+    if (typeof tracing === "object" && tracing !== null) checkOptions(tracing, TRACING_OPTION_KEYS, "tracing");
     try {
       checkTracingOptions(tracing);
     } catch (error) {
@@ -151,9 +153,15 @@ export function createObservability<Env = unknown>(
   };
 }
 
+/** The keys of `ObservabilityOptions`, for the handlers' own option checks. */
+export const OBSERVABILITY_OPTION_KEYS: OptionKeys<ObservabilityOptions> = optionKeys<ObservabilityOptions>({ logger: true, metrics: true, tracing: true });
+const METRICS_OPTION_KEYS = optionKeys<MetricsOptions>({ namespace: true, service: true, powertools: true, analytics: true, emf: true, write: true });
+const TRACING_OPTION_KEYS = optionKeys<TracingOptions>({ api: true, tracer: true });
+
 function checkMetrics<Env>(metrics: ObservabilityOptions<Env>["metrics"]): MetricsSinks<Env> | undefined {
   if (metrics === undefined || typeof metrics === "boolean") return metricsSinks(metrics);
   if (typeof metrics !== "object" || metrics === null) throw new InvalidOptionError("metrics", "must be a boolean or an options object");
+  checkOptions(metrics, METRICS_OPTION_KEYS as OptionKeys<MetricsOptions<Env>>, "metrics");
   if (metrics.powertools !== undefined && typeof metrics.powertools?.addMetric !== "function") {
     throw new InvalidOptionError("metrics.powertools", "must be a Powertools Metrics instance (with addMetric)");
   }

@@ -59,7 +59,7 @@ export function parseTraceparent(traceparent: string | undefined): Omit<OtelSpan
 }
 
 /** BabelQueue's mapping of an envelope `trace_id` to a 32-hex OpenTelemetry trace id. */
-export async function traceIdOf(traceId: string): Promise<string> {
+export async function otelTraceId(traceId: string): Promise<string> {
   const hex = traceId.replace(/-/g, "").toLowerCase();
   if (/^[0-9a-f]{32}$/.test(hex) && hex !== INVALID_TRACE_ID) return hex;
   return (await sha256Hex(traceId)).slice(0, 32);
@@ -73,7 +73,7 @@ export async function spanIdOf(traceId: string): Promise<string> {
 
 /** The remote parent of a `trace_id` (sampled), as BabelQueue's other SDKs derive it. */
 export async function traceIdParent(traceId: string): Promise<OtelSpanContext> {
-  return { traceId: await traceIdOf(traceId), spanId: await spanIdOf(traceId), traceFlags: TRACE_FLAGS_SAMPLED, isRemote: true };
+  return { traceId: await otelTraceId(traceId), spanId: await spanIdOf(traceId), traceFlags: TRACE_FLAGS_SAMPLED, isRemote: true };
 }
 
 /** True when the delivery carries BabelQueue's replay-bypass marker (a deliberate DLQ replay). */

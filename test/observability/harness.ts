@@ -11,7 +11,7 @@
  */
 import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
-import { BatchEngine, type EngineOptions, type EngineEvent as CurrentEngineEvent } from "../../src/engine.js";
+import { BatchEngine, type EngineOptions, type EngineEvent as CurrentEngineEvent } from "../../src/engine/index.js";
 import type { Envelope } from "../../src/envelope.js";
 import type { EngineEvent, RunInterceptor, StoreStep } from "../../src/events.js";
 import type { BatchObservation } from "../../src/observability/index.js";

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { GroupBlockedError, InvalidMessageError, PayloadConflictError, StoreUnavailableError } from "../../src/errors.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { createObservability, jsonLogger, type LoggerLike, outcomeLogger } from "../../src/observability/index.js";
-import { DynamoDBStore } from "../../stores/dynamodb.js";
+import { DynamoDBStore } from "../../entry/dynamodb.js";
 import { freePort, localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { body, recordingLogger, result, runBatch } from "./harness.js";
 

@@ -5,7 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { header, isReplay, parseTraceparent, spanIdOf, traceIdOf, traceIdParent } from "../../src/observability/trace-context.js";
+import { header, isReplay, parseTraceparent, spanIdOf, otelTraceId, traceIdParent } from "../../src/observability/trace-context.js";
 
 const hex = (text: string) => createHash("sha256").update(text).digest("hex");
 const VALID = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -39,13 +39,13 @@ describe("parseTraceparent", () => {
   });
 });
 
-describe("traceIdOf", () => {
+describe("otelTraceId", () => {
   it("takes a string's own hex only when it is exactly 32 hex digits (dashes aside)", async () => {
-    expect(await traceIdOf("A".repeat(32))).toBe("a".repeat(32));
-    expect(await traceIdOf("a".repeat(33))).toBe(hex("a".repeat(33)).slice(0, 32));
-    expect(await traceIdOf("a".repeat(31))).toBe(hex("a".repeat(31)).slice(0, 32));
-    expect(await traceIdOf(`g${"a".repeat(32)}`)).toBe(hex(`g${"a".repeat(32)}`).slice(0, 32));
-    expect(await traceIdOf(`${"a".repeat(32)}g`)).toBe(hex(`${"a".repeat(32)}g`).slice(0, 32));
+    expect(await otelTraceId("A".repeat(32))).toBe("a".repeat(32));
+    expect(await otelTraceId("a".repeat(33))).toBe(hex("a".repeat(33)).slice(0, 32));
+    expect(await otelTraceId("a".repeat(31))).toBe(hex("a".repeat(31)).slice(0, 32));
+    expect(await otelTraceId(`g${"a".repeat(32)}`)).toBe(hex(`g${"a".repeat(32)}`).slice(0, 32));
+    expect(await otelTraceId(`${"a".repeat(32)}g`)).toBe(hex(`${"a".repeat(32)}g`).slice(0, 32));
   });
 });
 

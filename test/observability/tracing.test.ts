@@ -13,7 +13,7 @@ import * as otel from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { InMemoryStore } from "../../src/memory-store.js";
-import { createObservability, type OtelApi, spanIdOf, traceIdOf } from "../../src/observability/index.js";
+import { createObservability, type OtelApi, spanIdOf, otelTraceId } from "../../src/observability/index.js";
 import { BatchTracing } from "../../src/observability/tracing.js";
 import { parseTraceparent } from "../../src/observability/trace-context.js";
 import { body, result, runBatch } from "./harness.js";
@@ -59,11 +59,11 @@ const UUID_TRACE = "7b3f9c2a-e41d-4f88-9b2a-1c0d5e6f7a8b";
 
 describe("BabelQueue's trace_id mapping", () => {
   it("maps a UUID to its hex digits and anything else to SHA-256, with the same parent span id as @babelqueue/core/otel", async () => {
-    expect(await traceIdOf(UUID_TRACE)).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
-    expect(await traceIdOf(UUID_TRACE.toUpperCase())).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
-    expect(await traceIdOf("order-flow-42")).toBe(hex("order-flow-42").slice(0, 32));
-    expect(await traceIdOf("00000000-0000-0000-0000-000000000000")).toBe(hex("00000000-0000-0000-0000-000000000000").slice(0, 32));
-    expect(await traceIdOf("z".repeat(32))).toBe(hex("z".repeat(32)).slice(0, 32));
+    expect(await otelTraceId(UUID_TRACE)).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
+    expect(await otelTraceId(UUID_TRACE.toUpperCase())).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
+    expect(await otelTraceId("order-flow-42")).toBe(hex("order-flow-42").slice(0, 32));
+    expect(await otelTraceId("00000000-0000-0000-0000-000000000000")).toBe(hex("00000000-0000-0000-0000-000000000000").slice(0, 32));
+    expect(await otelTraceId("z".repeat(32))).toBe(hex("z".repeat(32)).slice(0, 32));
     expect(await spanIdOf("order-flow-42")).toBe(hex("babelqueue-span:order-flow-42").slice(0, 16));
   });
 

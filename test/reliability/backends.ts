@@ -9,8 +9,8 @@ import { inject } from "vitest";
 import type { ClaimingStore } from "../../src/contract.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
-import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../stores/dynamodb.js";
-import { UpstashRedisStore } from "../../stores/upstash.js";
+import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
+import { UpstashRedisStore } from "../../entry/upstash.js";
 import { Redis } from "@upstash/redis";
 import { startTcpProxy } from "../../scripts/tcp-proxy.js";
 

@@ -5,7 +5,7 @@
  * the winner committed, suppressed as a duplicate.
  */
 import type { Store } from "../../src/contract.js";
-import { BatchEngine } from "../../src/engine.js";
+import { BatchEngine } from "../../src/engine/index.js";
 
 export interface RaceOutcome {
   rounds: number;

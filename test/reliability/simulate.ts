@@ -22,7 +22,7 @@
  */
 import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
-import { BatchEngine } from "../../src/engine.js";
+import { BatchEngine } from "../../src/engine/index.js";
 import { DeadlineExceededError, StoreUnavailableError } from "../../src/errors.js";
 import type { FaultSwitch } from "./faults.js";
 

@@ -1,6 +1,6 @@
 /**
  * vitest globalSetup for the Redis stores: starts Debian's `redis-server` on a free loopback port
- * (no persistence), starts the Upstash REST bridge (test/upstash-bridge.ts) in front of it,
+ * (no persistence), starts the Upstash REST bridge (test/support/upstash-bridge.ts) in front of it,
  * provides `redisPort`, `upstashUrl` and `upstashToken` to the tests, and stops both afterwards.
  *
  * `startRedisServer` is exported too, for tests that need a Redis of their own (one they stop).
@@ -13,7 +13,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import type { TestProject } from "vitest/node";
-import { startUpstashBridge } from "../upstash-bridge.js";
+import { startUpstashBridge } from "../support/upstash-bridge.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

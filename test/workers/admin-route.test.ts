@@ -5,7 +5,7 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { DurableObjectStore } from "../../stores/durable-object.js";
+import { DurableObjectStore } from "../../stores/durable-object/store.js";
 import { adminRoute, sameSecret } from "../../examples/worker/admin.js";
 
 const TOKEN = "an-admin-token-of-32-characters!";

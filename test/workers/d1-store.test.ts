@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { FenceLostError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
 import { D1Store, type D1StoreOptions, d1IdempotencyTableSql } from "../../stores/d1.js";
 import migration from "../../migrations/0001_babelqueue_idempotency.sql?raw";
-import { testStore } from "../store-contract.js";
+import { testStore } from "../stores/contract.js";
 
 const bindings = env as unknown as { DB: D1Database; TEST_MIGRATIONS: D1Migration[] };
 const db = bindings.DB;

@@ -6,7 +6,7 @@
 import { applyD1Migrations, type D1Migration } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BatchEngine } from "../../src/engine.js";
+import { BatchEngine } from "../../src/engine/index.js";
 import { FenceLostError } from "../../src/errors.js";
 import { txOf } from "../../src/transaction.js";
 import { seededRandom } from "../../scripts/storm.js";

@@ -5,10 +5,10 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { BatchEngine } from "../../src/engine.js";
-import { storeKey } from "../../src/keys.js";
-import { DurableObjectStore, type IdempotencyNamespace, type IdempotencyShard } from "../../stores/durable-object.js";
-import { testStore } from "../store-contract.js";
+import { BatchEngine } from "../../src/engine/index.js";
+import { storeKey } from "../../src/store-kit/keys.js";
+import { DurableObjectStore, type IdempotencyNamespace, type IdempotencyShard } from "../../stores/durable-object/store.js";
+import { testStore } from "../stores/contract.js";
 
 testStore("DurableObjectStore (1 shard)", {
   claims: true,

@@ -5,10 +5,10 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { isClaimingStore } from "../../src/contract.js";
-import { BatchEngine } from "../../src/engine.js";
-import { storeKey } from "../../src/keys.js";
+import { BatchEngine } from "../../src/engine/index.js";
+import { storeKey } from "../../src/store-kit/keys.js";
 import { KVStore, type SeenSetKV } from "../../stores/kv.js";
-import { testStore } from "../store-contract.js";
+import { testStore } from "../stores/contract.js";
 
 testStore("KVStore", {
   claims: false,

@@ -4,7 +4,7 @@
  * recording one: workerd's binding is write-only, nothing could be read back).
  */
 import { describe, expect, it, vi } from "vitest";
-import { createObservability, traceIdOf } from "../../src/observability/index.js";
+import { createObservability, otelTraceId } from "../../src/observability/index.js";
 
 describe("observability in workerd", () => {
   it("writes outcome lines as JSON through console, and one Analytics Engine point per batch", async () => {
@@ -32,7 +32,7 @@ describe("observability in workerd", () => {
   });
 
   it("maps trace_id with Web Crypto, as on Node", async () => {
-    expect(await traceIdOf("7b3f9c2a-e41d-4f88-9b2a-1c0d5e6f7a8b")).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
-    expect(await traceIdOf("order-flow-42")).toBe("5adef4992a1e30a9b23254f9309e7041"); // sha256("order-flow-42"), as node:crypto gives it
+    expect(await otelTraceId("7b3f9c2a-e41d-4f88-9b2a-1c0d5e6f7a8b")).toBe("7b3f9c2ae41d4f889b2a1c0d5e6f7a8b");
+    expect(await otelTraceId("order-flow-42")).toBe("5adef4992a1e30a9b23254f9309e7041"); // sha256("order-flow-42"), as node:crypto gives it
   });
 });

@@ -7,7 +7,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { CONSUMER_WALL_TIME_MS, MAX_RETRY_DELAY_SECONDS, parkDelaySeconds, queueHandler } from "../../handlers/cloudflare-queue.js";
-import { DurableObjectStore } from "../../stores/durable-object.js";
+import { DurableObjectStore } from "../../stores/durable-object/store.js";
 import { KVStore } from "../../stores/kv.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { QUEUE_NAMESPACE, logFor } from "./worker.js";

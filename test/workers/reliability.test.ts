@@ -1,12 +1,12 @@
 /**
  * The reliability suite's simulated at-least-once broker (test/reliability/simulate.ts) against
  * DurableObjectStore + IdempotencyObject, inside workerd. Same fault mixes and verdicts as the
- * Node-side stores in test/reliability.test.ts; the size follows RELIABILITY_FULL through
+ * Node-side stores in test/reliability/reliability.test.ts; the size follows RELIABILITY_FULL through
  * vitest's provide/inject.
  */
 import { env } from "cloudflare:workers";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { DurableObjectStore } from "../../stores/durable-object.js";
+import { DurableObjectStore } from "../../stores/durable-object/store.js";
 import { seededRandom } from "../../scripts/storm.js";
 import { withFaults } from "../reliability/faults.js";
 import { raceDeliveries } from "../reliability/race.js";

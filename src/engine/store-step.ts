@@ -1,0 +1,85 @@
+/**
+ * One store step over many ids, written once for the three kinds of step the engine makes — the
+ * gate (`claimMany` / `recallMany` / `seenMany`), the commit (`rememberMany`) and the release
+ * (`releaseMany`): the store's batch form when it has one, else one call per id, in parallel.
+ *
+ * Every answer is settled into an `Answer` (a value or an error), so one failed id — or a batch
+ * form that failed as a whole, or answered with the wrong number of entries — never throws past
+ * the step: the engine decides per id what a failure means (decision.ts).
+ *
+ * What this is *not*: a retry loop (the commit queue retries, commit.ts) or a timer.
+ */
+import { StoreUnavailableError } from "../errors.js";
+import type { EngineEvent, StoreStep } from "../events.js";
+
+/** One id's answer from a store step: its value, or the error the step failed with. */
+export type Answer<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+
+/** The error of a store answer of the wrong shape (a user's store may answer anything). */
+export function malformed(operation: string): StoreUnavailableError {
+  return new StoreUnavailableError("store", operation, "returned an answer of the wrong shape");
+}
+
+/** Settles every call into a value or an error (a synchronous throw included). */
+export async function settleEach<T>(calls: readonly (() => T | Promise<T>)[]): Promise<Answer<T>[]> {
+  return Promise.all(
+    calls.map(async (call): Promise<Answer<T>> => {
+      try {
+        return { ok: true, value: await call() };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    }),
+  );
+}
+
+/**
+ * Asks the store about `count` ids: `many()` when the store has a batch form (it must answer one
+ * entry per id; a wrong length, or a throw, fails every id with that error), else `one(i)` for each
+ * id in parallel. `operation` names the batch form in a wrong-shape error.
+ */
+export async function batchOrEach<T>(
+  operation: string,
+  count: number,
+  many: (() => Promise<readonly T[]>) | undefined,
+  one: (i: number) => T | Promise<T>,
+): Promise<Answer<T>[]> {
+  if (many === undefined) return settleEach(Array.from({ length: count }, (_, i) => () => one(i)));
+  try {
+    const values = await many();
+    if (!Array.isArray(values) || values.length !== count) throw malformed(operation);
+    return values.map((value) => ({ ok: true as const, value }));
+  } catch (error) {
+    return Array.from({ length: count }, () => ({ ok: false as const, error }));
+  }
+}
+
+/** The answers' errors, `undefined` where an id succeeded: what the commit queue wants of a step. */
+export function errorsOf(answers: readonly Answer<unknown>[]): unknown[] {
+  return answers.map((answer) => (answer.ok ? undefined : answer.error));
+}
+
+/** A step whose batch form answers nothing (`rememberMany`, `releaseMany`): one `undefined` per id once it resolved. */
+export function voidMany(count: number, call: (() => Promise<void>) | undefined): (() => Promise<undefined[]>) | undefined {
+  if (call === undefined) return undefined;
+  return async () => {
+    await call();
+    return new Array<undefined>(count).fill(undefined);
+  };
+}
+
+/** `batchOrEach`, reported: the step's latency and outcome, and its first error, as engine events. */
+export async function storeStep<T>(
+  emit: (event: EngineEvent) => void,
+  step: StoreStep,
+  count: number,
+  many: (() => Promise<readonly T[]>) | undefined,
+  one: (i: number) => T | Promise<T>,
+): Promise<Answer<T>[]> {
+  const started = Date.now();
+  const answers = await batchOrEach(`${step}Many`, count, many, one);
+  const failed = answers.filter((answer): answer is { ok: false; error: unknown } => !answer.ok);
+  emit({ type: "store-step", step, ids: count, durationMs: Date.now() - started, ok: failed.length === 0 });
+  if (failed.length > 0) emit({ type: "store-error", step, ids: failed.length, error: (failed[0] as { error: unknown }).error });
+  return answers;
+}

@@ -1,0 +1,35 @@
+/**
+ * The store kit: what every store of this package uses, and what you need to write your own
+ * (`babelqueue-serverless/store-kit`). One place for each rule a store must follow the same way:
+ *
+ * - keys (keys.ts): `{prefix}{namespace}:{id}`, any string id, ids too long for the backend hashed to
+ *   a fixed length, the namespace checked once;
+ * - windows (windows.ts): the lease and the retention, defaulted and checked;
+ * - fingerprints (fingerprints.ts): the opaque 1-64 character payload fingerprint, checked before
+ *   anything is written, and omitted from answers that have none;
+ * - failures (failures.ts): a backend's error as a `StoreUnavailableError` that carries no payload,
+ *   key or secret;
+ * - options (options.ts): an options object that rejects keys it does not know.
+ *
+ * The contract itself (`Store`, `ClaimingStore`, `Claim`, …) is on the package root; the types only a
+ * store's author meets (`ClaimHints`, `FencedClaim`, `IdRecord`, `Recall`) are here too. The contract
+ * test suite every store passes is described in docs/ARCHITECTURE.md ("Adding a store").
+ *
+ * What this is *not*: a base class. A store is a plain class that calls these helpers, so each
+ * backend's file reads top to bottom without inheritance.
+ */
+export type { ClaimHints, FencedClaim, IdRecord, Recall } from "../contract.js";
+export { type StoreKeyOptions, checkNamespace, keyPart, sha256Base64url, storeKey, utf8Length } from "./keys.js";
+export { checkMs, resolveWindows } from "./windows.js";
+export { MAX_FINGERPRINT_LENGTH, checkFingerprint, checkFingerprints, withFingerprint } from "./fingerprints.js";
+export {
+  type FailureOptions,
+  type FailureWording,
+  MAX_FAILURE_DETAIL,
+  describeFailure,
+  errorCode,
+  httpStatus,
+  scrubbedError,
+  storeFailure,
+} from "./failures.js";
+export { type OptionKeys, checkOptions, optionKeys, unionKeys } from "./options.js";

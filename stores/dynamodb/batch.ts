@@ -1,0 +1,137 @@
+/**
+ * `DynamoDBStore`'s batch requests: `BatchWriteItem` in chunks of 25 and consistent `BatchGetItem`
+ * in chunks of 100, chunks sent in parallel. What DynamoDB leaves unprocessed (throttling, size
+ * limits) is resent with exponential backoff and full jitter, a bounded number of times, then the
+ * call fails with `StoreUnavailableError`. `readOnce` is the exception: it sends each chunk once
+ * and reports only what came back (the claim precheck claims whatever it could not read).
+ *
+ * What this is *not*: atomic. A batch write is many independent puts (no conditions, no rollback).
+ */
+import {
+  BatchGetItemCommand,
+  BatchWriteItemCommand,
+  type DynamoDBClient,
+  type WriteRequest,
+} from "@aws-sdk/client-dynamodb";
+import { StoreUnavailableError } from "../../src/errors.js";
+import type { Item } from "./items.js";
+
+export const BATCH_WRITE_LIMIT = 25;
+export const BATCH_GET_LIMIT = 100;
+const STORE_NAME = "DynamoDBStore";
+
+/** What the batch helpers need of the store. */
+export interface BatchTarget {
+  readonly client: DynamoDBClient;
+  readonly table: string;
+  readonly keyAttribute: string;
+  /** Resends of unprocessed items before failing (`maxUnprocessedRetries`). */
+  readonly maxRetries: number;
+  /** Maps a failure to the store's `StoreUnavailableError` (no key, token or payload in it). */
+  fail(operation: string, error: unknown): Error;
+}
+
+/** A projection: the expression and the names it uses. */
+export interface Projection {
+  readonly expression: string;
+  readonly names: Record<string, string>;
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** Exponential backoff with full jitter: 50 ms doubling, capped at 2 s. */
+export function backoffMs(attempt: number): number {
+  const ceiling = Math.min(2000, 50 * 2 ** attempt);
+  return Math.floor(ceiling / 2 + Math.random() * (ceiling / 2));
+}
+
+/**
+ * Sends `first`, then resends whatever DynamoDB returned unprocessed with exponential backoff and
+ * jitter, `target.maxRetries` times at most.
+ */
+export async function untilProcessed<T>(
+  target: BatchTarget,
+  operation: string,
+  what: string,
+  first: T[],
+  send: (pending: T[]) => Promise<T[]>,
+): Promise<void> {
+  let pending = first;
+  for (let attempt = 0; ; attempt++) {
+    let unprocessed: T[];
+    try {
+      unprocessed = await send(pending);
+    } catch (error) {
+      throw target.fail(operation, error);
+    }
+    if (unprocessed.length === 0) return;
+    if (attempt >= target.maxRetries) {
+      throw new StoreUnavailableError(
+        STORE_NAME,
+        operation,
+        `${unprocessed.length} ${what} still unprocessed after ${attempt + 1} attempts on table ${target.table}`,
+      );
+    }
+    pending = unprocessed;
+    await new Promise<void>((resolve) => setTimeout(resolve, backoffMs(attempt)));
+  }
+}
+
+/** Puts every item: `BatchWriteItem` in chunks of 25, in parallel, unprocessed items resent. */
+export async function writeAll(target: BatchTarget, operation: string, items: readonly Item[]): Promise<void> {
+  await Promise.all(
+    chunks(items, BATCH_WRITE_LIMIT).map((chunk) =>
+      untilProcessed<WriteRequest>(target, operation, "item(s)", chunk.map((item) => ({ PutRequest: { Item: item } })), async (pending) => {
+        const answer = await target.client.send(new BatchWriteItemCommand({ RequestItems: { [target.table]: pending } }));
+        return answer.UnprocessedItems?.[target.table] ?? [];
+      }),
+    ),
+  );
+}
+
+/** One consistent `BatchGetItem` of `keys` (≤ 100): the items found, and the keys left unprocessed. */
+async function getChunk(target: BatchTarget, keys: Item[], projection: Projection, found: Map<string, Item>): Promise<Item[]> {
+  const answer = await target.client.send(
+    new BatchGetItemCommand({
+      RequestItems: {
+        [target.table]: { Keys: keys, ConsistentRead: true, ProjectionExpression: projection.expression, ExpressionAttributeNames: projection.names },
+      },
+    }),
+  );
+  for (const item of answer.Responses?.[target.table] ?? []) {
+    const key = item[target.keyAttribute]?.S;
+    if (key !== undefined) found.set(key, item);
+  }
+  return answer.UnprocessedKeys?.[target.table]?.Keys ?? [];
+}
+
+/** Reads every key consistently (chunks of 100, in parallel), re-reading unprocessed keys with backoff. */
+export async function readAll(target: BatchTarget, operation: string, keys: readonly string[], projection: Projection): Promise<Map<string, Item>> {
+  const found = new Map<string, Item>();
+  await Promise.all(
+    chunks(keys, BATCH_GET_LIMIT).map((chunk) =>
+      untilProcessed<Item>(target, operation, "key(s)", chunk.map((key) => ({ [target.keyAttribute]: { S: key } })), (pending) =>
+        getChunk(target, pending, projection, found),
+      ),
+    ),
+  );
+  return found;
+}
+
+/**
+ * Reads every key consistently ONCE (one request per chunk of 100, in parallel). Keys DynamoDB left
+ * unprocessed are simply missing from the answer. Rejects with the first request's failure.
+ */
+export async function readOnce(target: BatchTarget, keys: readonly string[], projection: Projection): Promise<Map<string, Item>> {
+  const found = new Map<string, Item>();
+  await Promise.all(
+    chunks(keys, BATCH_GET_LIMIT).map((chunk) =>
+      getChunk(target, chunk.map((key) => ({ [target.keyAttribute]: { S: key } })), projection, found),
+    ),
+  );
+  return found;
+}

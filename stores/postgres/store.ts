@@ -1,0 +1,431 @@
+/**
+ * `PostgresStore`: a `ClaimingStore` and `TransactionalStore` on one PostgreSQL table
+ * (export `babelqueue-serverless/postgres`), over `pg` or any client with `query(text, values)`.
+ *
+ * Contract (the store contract of docs/ARCHITECTURE.md, the same as every store), table and statements in sql.ts:
+ *   - `claim` / `claimMany`: ONE `INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING` for the
+ *     whole batch; it answers claimed / done / in-flight (+ the lease's remaining ms and the stored
+ *     fingerprint). Only when a concurrent writer committed the blocking row after the statement
+ *     began (its snapshot cannot see it) is a second, read-only statement made for those keys.
+ *   - `remember(Many)`, `release(Many)`, `seen(Many)` / `recallMany`: ONE statement per batch.
+ *   - lease and retention are decided by the DATABASE's clock (`clock_timestamp()`), never the caller's.
+ *   - keys are `{namespace}:{id}` (`storeKey`); ids longer than 1024 bytes, starting with `#`, with a
+ *     lone surrogate or with NUL (which `text` cannot hold) are hashed to `#` + SHA-256.
+ *   - `transact(claim, work)`: BEGIN, `work(tx)` on the transaction's own connection, the fenced
+ *     commit (`UPDATE … WHERE token = mine AND in-flight AND lease live`; 0 rows → ROLLBACK and
+ *     `FenceLostError`), COMMIT. Any throw → ROLLBACK. Serialization failures and deadlocks
+ *     (SQLSTATE 40001 / 40P01) re-run the WHOLE transaction — `work` included, it was rolled back —
+ *     up to `maxTransactionRetries` times, then `StoreUnavailableError`. What `work` throws is
+ *     rethrown as it is (a unique violation the handler let through is the handler's failure); an
+ *     integrity error raised by COMMIT itself (a deferred constraint of the handler's writes) is a
+ *     `TransactionConditionError`, and so is a handler that swallowed a failed statement (25P02).
+ *
+ * Connections: give a `pool` (pg.Pool, recommended: each call takes a connection, a transaction
+ * holds one) or one `client` (pg.Client, a Hyperdrive client): then every call and transaction takes
+ * its turn on it, so that no store statement ever lands inside another message's transaction.
+ *
+ * What this is *not*: a connection manager or a timeout. You create, configure (`statement_timeout`,
+ * `query_timeout`) and close the pool; the store never logs. The database must be UTF8.
+ */
+import type { Claim, ClaimRef, FencedClaim, IdRecord, Recall, StoreWindows, TransactionalStore } from "../../src/contract.js";
+import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
+import { describeFailure, scrubbedError } from "../../src/store-kit/failures.js";
+import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
+import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
+import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
+import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
+import { isRetryable, sqlState, unavailable } from "./errors.js";
+import { DEFAULT_POSTGRES_TABLE, type PostgresStatements, idempotencyTableSql, postgresStatements } from "./sql.js";
+
+
+/** Longest key the store writes, namespace included (UTF-8 bytes); btree entries must stay well under 2.7 KB. */
+export const POSTGRES_MAX_KEY_BYTES = 1024;
+const STORE_NAME = "PostgresStore";
+
+/** What the store reads from a query's answer (a `pg` QueryResult has it). */
+export interface PgResult {
+  rows: Record<string, unknown>[];
+  rowCount: number | null;
+}
+
+/** Anything that runs one parameterized statement: pg.Client, pg.PoolClient, pg.Pool, a Hyperdrive client. */
+export interface PgQueryable {
+  query(text: string, values?: unknown[]): Promise<PgResult>;
+}
+
+/** A pool: `pg.Pool`. `connect()` lends one connection, given back with `release()`. */
+export interface PgPoolLike<Tx extends PgQueryable = PgQueryable> extends PgQueryable {
+  connect(): Promise<PgPooledClient<Tx>>;
+}
+
+/** A connection lent by a pool: given back with `release()`, or dropped with `release(error)`. */
+export type PgPooledClient<Tx extends PgQueryable = PgQueryable> = Tx & { release(error?: Error | boolean): void };
+
+/** Isolation level of transactional mode's transactions. */
+export type PostgresIsolation = "read committed" | "repeatable read" | "serializable";
+
+export interface PostgresStoreOptions<Tx extends PgQueryable = PgQueryable> extends StoreWindows {
+  /**
+   * A pool (`new pg.Pool(...)`): every call borrows a connection; `transact` holds one for its transaction.
+   * Give this or `client`. Add `pool.on("error", …)` as pg asks: an idle connection's error is otherwise fatal.
+   */
+  pool?: PgPoolLike<Tx>;
+  /**
+   * One connection (`new pg.Client(...)`, connected; a Hyperdrive client). Calls and transactions then take
+   * turns on it, so inside `transact`'s work use `tx`, never the store. Give this or `pool`.
+   */
+  client?: Tx;
+  /** The table (`name` or `schema.name`), created with `createIdempotencyTable`. Default "babelqueue_idempotency". */
+  table?: string;
+  /** Key prefix separating consumers that must each run their effect once. Default "". */
+  namespace?: string;
+  /** Isolation level of `transact`'s transactions. Default: the server's (READ COMMITTED unless configured). */
+  isolation?: PostgresIsolation;
+  /** How many times `transact` re-runs a transaction after a serialization failure or deadlock. Default 3. */
+  maxTransactionRetries?: number;
+  /** Fencing-token generator. Default `crypto.randomUUID`. */
+  token?: () => string;
+}
+
+/** Options of `createIdempotencyTable`. */
+export interface CreateIdempotencyTableOptions {
+  /** The table (`name` or `schema.name`). Default "babelqueue_idempotency". */
+  table?: string;
+}
+
+/**
+ * Runs the table's DDL (`idempotencyTableSql`) on a client or pool. Idempotent.
+ *
+ * @example
+ * ```ts
+ * import pg from "pg";
+ * import { createIdempotencyTable } from "babelqueue-serverless/postgres";
+ *
+ * await createIdempotencyTable(new pg.Pool(), { table: "babelqueue_idempotency" });
+ * ```
+ */
+export async function createIdempotencyTable(client: PgQueryable, options?: CreateIdempotencyTableOptions): Promise<void>;
+/** @deprecated Pass `{ table }` instead of the table's name. Removed in 0.3.0. */
+export async function createIdempotencyTable(client: PgQueryable, table: string): Promise<void>;
+export async function createIdempotencyTable(client: PgQueryable, options: CreateIdempotencyTableOptions | string = {}): Promise<void> {
+  const table = typeof options === "string" ? options : (options.table ?? DEFAULT_POSTGRES_TABLE);
+  await client.query(idempotencyTableSql(table));
+}
+
+/** A plain FIFO lock, for a store that shares one connection. */
+class TurnTaking {
+  #tail: Promise<unknown> = Promise.resolve();
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.#tail.then(task, task);
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/** Thrown inside `transact` by the store's own statements, to tell them from the handler's. */
+class OwnStatementFailed {
+  constructor(
+    readonly step: string,
+    readonly error: unknown,
+  ) {}
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const POSTGRES_OPTION_KEYS = optionKeys<PostgresStoreOptions>({
+  pool: true,
+  client: true,
+  table: true,
+  namespace: true,
+  isolation: true,
+  maxTransactionRetries: true,
+  token: true,
+  leaseMs: true,
+  retentionMs: true,
+});
+
+export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements TransactionalStore<Tx> {
+  readonly table: string;
+  readonly namespace: string;
+  readonly leaseMs: number;
+  readonly retentionMs: number;
+  readonly isolation: PostgresIsolation | undefined;
+  readonly maxTransactionRetries: number;
+  readonly #sql: PostgresStatements;
+  readonly #pool: PgPoolLike<Tx> | undefined;
+  readonly #client: Tx | undefined;
+  readonly #turns = new TurnTaking();
+  readonly #token: () => string;
+
+  constructor(options: PostgresStoreOptions<Tx>) {
+    checkOptions(options, POSTGRES_OPTION_KEYS, STORE_NAME);
+    const { pool, client } = options ?? {};
+    if ((pool === undefined) === (client === undefined)) throw new InvalidOptionError("pool", "or `client` is required (exactly one of them)");
+    if (pool !== undefined && (typeof pool.query !== "function" || typeof pool.connect !== "function")) {
+      throw new InvalidOptionError("pool", "must have query(text, values) and connect() (a pg.Pool)");
+    }
+    if (client !== undefined && typeof client.query !== "function") throw new InvalidOptionError("client", "must have query(text, values)");
+    this.#pool = pool;
+    this.#client = client;
+    this.table = options.table ?? DEFAULT_POSTGRES_TABLE;
+    this.#sql = postgresStatements(this.table);
+    this.namespace = checkNamespace(options.namespace ?? "");
+    ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
+    const isolation = options.isolation;
+    if (isolation !== undefined && !["read committed", "repeatable read", "serializable"].includes(isolation)) {
+      throw new InvalidOptionError("isolation", 'must be "read committed", "repeatable read" or "serializable"');
+    }
+    this.isolation = isolation;
+    const retries = options.maxTransactionRetries ?? 3;
+    if (!Number.isSafeInteger(retries) || retries < 0) throw new InvalidOptionError("maxTransactionRetries", "must be an integer >= 0");
+    this.maxTransactionRetries = retries;
+    this.#token = options.token ?? (() => globalThis.crypto.randomUUID());
+  }
+
+  /** The row key of an id (for operators and tests). */
+  key(id: string): Promise<string> {
+    // text cannot hold NUL: such an id is hashed (never a collision: raw ids starting with `#` are hashed too).
+    return storeKey(this.namespace, id, POSTGRES_MAX_KEY_BYTES, "", { hashNul: true });
+  }
+
+  async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
+    return (await this.#claim("claim", [id], leaseMs, [checkFingerprint(fingerprint)]))[0] as Claim;
+  }
+
+  async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
+    return this.#claim("claimMany", ids, leaseMs, checkFingerprints(fingerprints, ids.length));
+  }
+
+  async release(id: string, token: string): Promise<boolean> {
+    if (typeof token !== "string" || token === "") return false;
+    return (await this.#release("release", [{ id, token }])) === 1;
+  }
+
+  async releaseMany(claims: readonly ClaimRef[]): Promise<void> {
+    await this.#release("releaseMany", claims.filter((claim) => typeof claim?.token === "string" && claim.token !== ""));
+  }
+
+  async remember(id: string, fingerprint?: string): Promise<void> {
+    await this.#remember("remember", [id], [checkFingerprint(fingerprint)]);
+  }
+
+  async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+    await this.#remember("rememberMany", ids, checkFingerprints(fingerprints, ids.length));
+  }
+
+  async seen(id: string): Promise<boolean> {
+    return (await this.#recall("seen", [id]))[0]?.seen === true;
+  }
+
+  async seenMany(ids: readonly string[]): Promise<boolean[]> {
+    return (await this.#recall("seenMany", ids)).map((recall) => recall.seen);
+  }
+
+  async recallMany(ids: readonly string[]): Promise<Recall[]> {
+    return this.#recall("recallMany", ids);
+  }
+
+  async forget(id: string): Promise<void> {
+    const key = await this.key(id);
+    await this.#query("forget", this.#sql.forget, [key]);
+  }
+
+  async inspect(id: string): Promise<IdRecord | null> {
+    const key = await this.key(id);
+    const { rows } = await this.#query("inspect", this.#sql.read, [[key]]);
+    const row = rows[0];
+    if (row === undefined) return null;
+    const left = Number(row.left_ms);
+    const fingerprint = optionalString(row.fingerprint);
+    const base = row.status === "done" ? { status: "done" as const, retentionLeftMs: left } : { status: "in-flight" as const, leaseLeftMs: left };
+    return fingerprint === undefined ? base : { ...base, fingerprint };
+  }
+
+  /** Deletes up to `limit` expired rows (one statement); resolves to how many. Run it from a schedule. */
+  async purgeExpired(limit = 10_000): Promise<number> {
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new InvalidOptionError("limit", "must be a positive integer");
+    return (await this.#query("purgeExpired", this.#sql.purge, [limit])).rowCount ?? 0;
+  }
+
+  async #claim(operation: string, ids: readonly string[], leaseMs: number | undefined, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
+    const lease = Math.max(1, Math.ceil(checkMs("leaseMs", leaseMs ?? this.leaseMs)));
+    if (ids.length === 0) return [];
+    const keys = await this.#keys(ids);
+    // One statement may not touch a row twice: claim each key once; its copies answer in-flight.
+    const unique = [...new Set(keys)];
+    const tokens = new Map(unique.map((key) => [key, this.#token()]));
+    const fingerprintOf = new Map<string, string | null>();
+    keys.forEach((key, i) => {
+      if (!fingerprintOf.has(key)) fingerprintOf.set(key, fingerprints?.[i] ?? null);
+    });
+    const answers = new Map<string, Claim>();
+    let pending = unique;
+    for (let attempt = 0; pending.length > 0; attempt += 1) {
+      const values = [pending, pending.map((key) => tokens.get(key)), pending.map((key) => fingerprintOf.get(key) ?? null), lease];
+      const { rows } = await this.#query(operation, this.#sql.claim, values);
+      if (rows.length !== pending.length) throw new StoreUnavailableError(STORE_NAME, operation, `unexpected answer (${rows.length} rows for ${pending.length} keys)`);
+      const unseen: string[] = [];
+      pending.forEach((key, i) => {
+        const row = rows[i] as Record<string, unknown>;
+        if (row.won === true) answers.set(key, { status: "claimed", token: tokens.get(key) as string });
+        else if (row.status === null) unseen.push(key);
+        else answers.set(key, blocking(row));
+      });
+      if (unseen.length === 0) break;
+      // Rows committed by a concurrent writer after the statement began: read them now.
+      const { rows: fresh } = await this.#query(operation, this.#sql.read, [unseen]);
+      const byKey = new Map(fresh.map((row) => [row.key as string, row]));
+      pending = [];
+      for (const key of unseen) {
+        const row = byKey.get(key);
+        if (row !== undefined) answers.set(key, blocking(row));
+        else if (attempt < 2) pending.push(key); // gone again (released, forgotten, expired): claim again
+        else answers.set(key, { status: "in-flight", retryAfterMs: 0 });
+      }
+    }
+    const answered = new Set<string>();
+    return keys.map((key) => {
+      const answer = answers.get(key) as Claim;
+      if (answered.has(key) && answer.status === "claimed") return { status: "in-flight", retryAfterMs: lease };
+      answered.add(key);
+      return answer;
+    });
+  }
+
+  async #release(operation: string, claims: readonly ClaimRef[]): Promise<number> {
+    if (claims.length === 0) return 0;
+    const keys = await this.#keys(claims.map((claim) => claim.id));
+    const { rowCount } = await this.#query(operation, this.#sql.release, [keys, claims.map((claim) => claim.token)]);
+    return rowCount ?? 0;
+  }
+
+  async #remember(operation: string, ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+    if (ids.length === 0) return;
+    const keys = await this.#keys(ids);
+    const fingerprintOf = new Map<string, string | null>();
+    keys.forEach((key, i) => {
+      const fingerprint = fingerprints?.[i];
+      if (!fingerprintOf.has(key) || fingerprint !== undefined) fingerprintOf.set(key, fingerprint ?? fingerprintOf.get(key) ?? null);
+    });
+    const unique = [...fingerprintOf.keys()];
+    await this.#query(operation, this.#sql.remember, [unique, unique.map((key) => fingerprintOf.get(key)), Math.ceil(this.retentionMs)]);
+  }
+
+  async #recall(operation: string, ids: readonly string[]): Promise<Recall[]> {
+    if (ids.length === 0) return [];
+    const { rows } = await this.#query(operation, this.#sql.recall, [await this.#keys(ids)]);
+    if (rows.length !== ids.length) throw new StoreUnavailableError(STORE_NAME, operation, `unexpected answer (${rows.length} rows for ${ids.length} ids)`);
+    return rows.map((row) => {
+      const fingerprint = optionalString(row.fingerprint);
+      return row.seen === true ? (fingerprint === undefined ? { seen: true } : { seen: true, fingerprint }) : { seen: false };
+    });
+  }
+
+  #keys(ids: readonly string[]): Promise<string[]> {
+    return Promise.all(ids.map((id) => this.key(id)));
+  }
+
+  /** One statement outside any transaction; every failure becomes a `StoreUnavailableError`. */
+  async #query(operation: string, text: string, values: unknown[]): Promise<PgResult> {
+    const run = () => (this.#pool ?? (this.#client as Tx)).query(text, values);
+    try {
+      return await (this.#pool === undefined ? this.#turns.run(run) : run());
+    } catch (error) {
+      throw unavailable(operation, error);
+    }
+  }
+
+  /**
+   * Transactional mode: `work` runs inside BEGIN … COMMIT on the transaction's own connection, and
+   * the COMMIT carries the fenced commit of `claim.id`. See the file header for every outcome.
+   */
+  async transact(claim: FencedClaim, work: (tx: Tx) => Promise<void>): Promise<void> {
+    if (typeof work !== "function") throw new InvalidOptionError("work", "must be a function");
+    if (typeof claim?.token !== "string" || claim.token === "") throw new FenceLostError(String(claim?.id));
+    const key = await this.key(claim.id);
+    const values = [key, claim.token, claim.fingerprint ?? null, Math.ceil(this.retentionMs)];
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await (this.#pool === undefined ? this.#turns.run(() => this.#once(this.#client as Tx, claim.id, values, work)) : this.#pooled(claim.id, values, work));
+        return;
+      } catch (error) {
+        const own = error instanceof OwnStatementFailed;
+        const cause = own ? error.error : error;
+        if (isRetryable(cause)) {
+          if (attempt < this.maxTransactionRetries) {
+            await sleep(Math.floor(10 * 2 ** attempt * (0.5 + Math.random())));
+            continue;
+          }
+          throw new StoreUnavailableError(STORE_NAME, "transact", `${describeFailure(cause)} on every one of ${attempt + 1} attempts`, { cause: scrubbedError(cause) });
+        }
+        if (!own) throw error;
+        if (sqlState(cause) === "25P02") throw new TransactionConditionError("a statement of the handler failed and the handler went on; the transaction was aborted", [], { cause: scrubbedError(cause) });
+        if (error.step === "COMMIT" && sqlState(cause)?.startsWith("23")) throw new TransactionConditionError(`a deferred constraint of the handler's writes failed at COMMIT (${describeFailure(cause)})`, [], { cause: scrubbedError(cause) });
+        throw unavailable("transact", cause);
+      }
+    }
+  }
+
+  async #pooled(id: string, values: unknown[], work: (tx: Tx) => Promise<void>): Promise<void> {
+    let connection: PgPooledClient<Tx>;
+    try {
+      connection = await (this.#pool as PgPoolLike<Tx>).connect();
+    } catch (error) {
+      throw new OwnStatementFailed("connect", error);
+    }
+    const state = { broken: false };
+    // A connection that dies while lent (server restart, killed session) emits "error"; pg only
+    // listens while it is idle, and an unheard "error" ends the process. The failed query reports it.
+    const events = connection as unknown as { on?: (event: "error", listener: () => void) => void; off?: (event: "error", listener: () => void) => void };
+    const onError = () => {
+      state.broken = true;
+    };
+    events.on?.("error", onError);
+    try {
+      await this.#once(connection, id, values, work, state);
+    } finally {
+      events.off?.("error", onError);
+      // A connection whose ROLLBACK failed is in an unknown state: the pool must drop it.
+      if (state.broken) connection.release(new Error("PostgresStore: ROLLBACK failed; connection dropped"));
+      else connection.release();
+    }
+  }
+
+  /** One attempt: BEGIN, work, fenced commit, COMMIT — or ROLLBACK and the reason. */
+  async #once(tx: Tx, id: string, values: unknown[], work: (tx: Tx) => Promise<void>, state = { broken: false }): Promise<void> {
+    const own = async (step: string, text: string, params?: unknown[]): Promise<PgResult> => {
+      try {
+        return await tx.query(text, params);
+      } catch (error) {
+        throw new OwnStatementFailed(step, error);
+      }
+    };
+    await own("BEGIN", this.isolation === undefined ? "BEGIN" : `BEGIN ISOLATION LEVEL ${this.isolation.toUpperCase()}`);
+    try {
+      await work(tx);
+      const fenced = await own("fenced commit", this.#sql.fencedCommit, values);
+      if (fenced.rowCount !== 1) throw new FenceLostError(id);
+      await own("COMMIT", "COMMIT");
+    } catch (error) {
+      // After a failed COMMIT the server has already ended the transaction; ROLLBACK is then a no-op.
+      try {
+        await tx.query("ROLLBACK");
+      } catch {
+        state.broken = true;
+      }
+      throw error;
+    }
+  }
+}
+
+/** A loser's answer from the row that blocked it. */
+function blocking(row: Record<string, unknown>): Claim {
+  const fingerprint = optionalString(row.fingerprint);
+  if (row.status === "done") return fingerprint === undefined ? { status: "done" } : { status: "done", fingerprint };
+  const retryAfterMs = Math.max(0, Number(row.left_ms) || 0);
+  return fingerprint === undefined ? { status: "in-flight", retryAfterMs } : { status: "in-flight", retryAfterMs, fingerprint };
+}
+
+function optionalString(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}

@@ -1,0 +1,143 @@
+/**
+ * src/fingerprint.ts, pinned exactly: the canonical JSON of every kind of value, the hash's exact
+ * output (stored fingerprints must stay comparable across versions and SDKs), what the default
+ * fingerprint hashes for a non-record message, and how `fingerprintOf` settles each answer.
+ */
+import { describe, expect, it } from "vitest";
+import { MAX_FINGERPRINT_LENGTH } from "../../src/contract.js";
+import { canonicalJson, defaultFingerprint, fingerprintOf, hash128 } from "../../src/fingerprint.js";
+
+describe("canonicalJson", () => {
+  it("renders scalars as JSON.stringify does, non-finite numbers as null", () => {
+    expect(canonicalJson(null)).toBe("null");
+    expect(canonicalJson(true)).toBe("true");
+    expect(canonicalJson(false)).toBe("false");
+    expect(canonicalJson("a\"b")).toBe('"a\\"b"');
+    expect(canonicalJson(1.5)).toBe("1.5");
+    expect(canonicalJson(Number.NaN)).toBe("null");
+    expect(canonicalJson(Number.POSITIVE_INFINITY)).toBe("null");
+    expect(canonicalJson([Number.NEGATIVE_INFINITY, null, 0])).toBe("[null,null,0]");
+    expect(canonicalJson({ a: null, b: Number.NaN })).toBe('{"a":null,"b":null}');
+  });
+
+  it("sorts object keys at every depth", () => {
+    expect(canonicalJson({ b: 1, a: { d: [2, { z: 1, y: 2 }], c: "x" } })).toBe('{"a":{"c":"x","d":[2,{"y":2,"z":1}]},"b":1}');
+  });
+
+  it("skips undefined, functions and symbols in objects, renders them null in arrays, and has no form for them alone", () => {
+    const skipped = { a: undefined, b: () => 1, c: Symbol("s"), d: 1 };
+    expect(canonicalJson(skipped)).toBe('{"d":1}');
+    expect(canonicalJson([undefined, () => 1, Symbol("s"), 1])).toBe("[null,null,null,1]");
+    expect(canonicalJson(undefined)).toBeUndefined();
+    expect(canonicalJson(() => 1)).toBeUndefined();
+    expect(canonicalJson(Symbol("s"))).toBeUndefined();
+    // Same as JSON.stringify, key order aside.
+    expect(canonicalJson(skipped)).toBe(JSON.stringify(skipped));
+  });
+
+  it("has no form for a BigInt, at any depth", () => {
+    expect(canonicalJson(1n)).toBeUndefined();
+    expect(canonicalJson({ a: 1, b: 2n })).toBeUndefined();
+    expect(canonicalJson([1, [2n]])).toBeUndefined();
+  });
+
+  it("uses toJSON, and canonicalises what it returns", () => {
+    expect(canonicalJson(new Date(0))).toBe('"1970-01-01T00:00:00.000Z"');
+    expect(canonicalJson({ at: new Date(0) })).toBe('{"at":"1970-01-01T00:00:00.000Z"}');
+    expect(canonicalJson({ toJSON: () => ({ y: 1, x: [2] }) })).toBe('{"x":[2],"y":1}');
+  });
+
+  it("has no form for a cycle, but renders the same object twice when it is shared, not cyclic", () => {
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    expect(canonicalJson(cyclic)).toBeUndefined();
+    const loop: unknown[] = [1];
+    loop.push(loop);
+    expect(canonicalJson(loop)).toBeUndefined();
+
+    const shared = { v: 1 };
+    expect(canonicalJson({ a: shared, b: shared })).toBe('{"a":{"v":1},"b":{"v":1}}');
+    expect(canonicalJson([shared, [shared]])).toBe('[{"v":1},[{"v":1}]]');
+  });
+});
+
+describe("hash128", () => {
+  it("is exactly the same hash it always was: 22 base64url characters", () => {
+    expect(hash128("")).toBe("7TJ-706u8nTH5hq4LH4w-A");
+    expect(hash128("a")).toBe("SyMevQUmMbRIaHD3JGowBA");
+    expect(hash128("hello")).toBe("TKCaTHlN4v9gqVDmmbGH9g");
+    expect(hash128('{"data":{},"job":"j"}')).toBe("VxIhbEjcoZ2wcTO2ayib9A");
+    expect(hash128("x".repeat(1000))).toBe("flj7kEPwZSs43--xK1AhaA");
+    expect(hash128("\u00e9\ud83d\ude00")).toBe("zP1SqpwWsV2EA9pzn9mEnA");
+  });
+});
+
+describe("defaultFingerprint", () => {
+  it("is h1: + the hash of the canonical { job, data }, whatever else the envelope carries", () => {
+    const message = { job: "email.send", data: { to: "a@b.c", n: 1 } };
+    expect(defaultFingerprint(message)).toBe("h1:Tn3zP0v4KmZ5_t5MqT6zjQ");
+    expect(defaultFingerprint({ attempts: 3, meta: { id: "x" }, data: { n: 1, to: "a@b.c" }, job: "email.send" })).toBe(
+      "h1:Tn3zP0v4KmZ5_t5MqT6zjQ",
+    );
+    expect(defaultFingerprint({ job: "j", data: {} })).toBe(`h1:${hash128('{"data":{},"job":"j"}')}`);
+  });
+
+  it("treats a message that is not a plain record as the data of one", () => {
+    expect(defaultFingerprint(null)).toBe("h1:1788_2lPEKWfWHDJTagBTQ");
+    expect(defaultFingerprint({ data: null })).toBe("h1:1788_2lPEKWfWHDJTagBTQ");
+    expect(defaultFingerprint([1, 2])).toBe("h1:7rWFYjuRWvdoSDQpP8wEkA");
+    expect(defaultFingerprint({ data: [1, 2] })).toBe("h1:7rWFYjuRWvdoSDQpP8wEkA");
+    expect(defaultFingerprint("x")).toBe("h1:mWbbGG0oK9XC-BNhjNGzqA");
+    expect(defaultFingerprint({ data: "x" })).toBe("h1:mWbbGG0oK9XC-BNhjNGzqA");
+    expect(defaultFingerprint(7)).toBe(`h1:${hash128('{"data":7}')}`);
+    // A record with neither field is the canonical "{}".
+    expect(defaultFingerprint({})).toBe("h1:4uPDyLlqVF_-qgIWjH5vSQ");
+    expect(defaultFingerprint({})).toBe(`h1:${hash128("{}")}`);
+  });
+
+  it("has none for a payload without a JSON form (a BigInt, a cycle)", () => {
+    expect(defaultFingerprint({ job: "j", data: { n: 1n } })).toBeUndefined();
+    const data: Record<string, unknown> = {};
+    data.self = data;
+    expect(defaultFingerprint({ job: "j", data })).toBeUndefined();
+    expect(defaultFingerprint(2n)).toBeUndefined();
+  });
+});
+
+describe("fingerprintOf", () => {
+  it("has none without a fingerprinter", () => {
+    expect(fingerprintOf(undefined, { job: "j" })).toBeUndefined();
+  });
+
+  it("keeps an answer of up to 64 characters verbatim and hashes a longer one down", () => {
+    expect(MAX_FINGERPRINT_LENGTH).toBe(64);
+    expect(fingerprintOf(() => "f", 1)).toBe("f");
+    expect(fingerprintOf(() => "y".repeat(64), 1)).toBe("y".repeat(64));
+    expect(fingerprintOf(() => "y".repeat(65), 1)).toBe("h1:Ue4FE4HWWnwkLR_pQFoXZg");
+    expect(fingerprintOf(() => "y".repeat(65), 1)).toBe(`h1:${hash128("y".repeat(65))}`);
+  });
+
+  it("passes the message to the fingerprinter", () => {
+    expect(fingerprintOf((message: { id: string }) => `fp-${message.id}`, { id: "7" })).toBe("fp-7");
+  });
+
+  it("means none for an empty string, a non-string or a throw", () => {
+    expect(fingerprintOf(() => "", 1)).toBeUndefined();
+    expect(fingerprintOf(() => 42 as unknown as string, 1)).toBeUndefined();
+    expect(fingerprintOf(() => null as unknown as string, 1)).toBeUndefined();
+    expect(fingerprintOf(() => ({ length: 3 }) as unknown as string, 1)).toBeUndefined();
+    expect(
+      fingerprintOf(() => {
+        throw new Error("boom");
+      }, 1),
+    ).toBeUndefined();
+  });
+
+  it("settles an asynchronous answer the same way, a rejection as none", async () => {
+    expect(fingerprintOf(async () => "f", 1)).toBeInstanceOf(Promise);
+    await expect(fingerprintOf(async () => "f", 1)).resolves.toBe("f");
+    await expect(fingerprintOf(async () => "", 1)).resolves.toBeUndefined();
+    await expect(fingerprintOf(async () => "y".repeat(65), 1)).resolves.toBe("h1:Ue4FE4HWWnwkLR_pQFoXZg");
+    await expect(fingerprintOf(() => Promise.reject(new Error("boom")), 1)).resolves.toBeUndefined();
+  });
+});

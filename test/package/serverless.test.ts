@@ -1,0 +1,255 @@
+/**
+ * serverless.yml, validated offline: `osls package` (configValidationMode: error) builds the
+ * CloudFormation template and the bundle into a temp dir, and these tests hold the template to
+ * the file's promises — partial batch responses, batch size and window, TTL, DLQ + redrive,
+ * visibility timeout >= 6x the function timeout, the table as idempotencyTableDefinition says,
+ * IAM no broader than DynamoDBStore's exact actions on the table's ARN, one minified,
+ * self-contained bundle (the AWS SDK inside, on purpose) — then run the deployed bundle itself, in
+ * a directory with nothing else, on a batch against DynamoDB Local, and against a closed port (the
+ * store error keeps its class name through minification).
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
+import { builtinModules } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import type { SQSBatchResponse } from "aws-lambda";
+import { build } from "esbuild";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { DYNAMODB_STORE_ACTIONS, DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
+import { freePort } from "../../scripts/dynamodb-local.mjs";
+import { zipEntries as unzip } from "../../scripts/zip-entries.js";
+import { sampleEnvelope } from "../support/conformance-data.js";
+
+type Json = Record<string, unknown>;
+interface Resource {
+  Type: string;
+  Properties: Json;
+}
+
+const work = mkdtempSync(join(tmpdir(), "bq-sls-"));
+const out = join(work, "package");
+let template: { Resources: Record<string, Resource> };
+
+function resourcesOf(type: string): [string, Resource][] {
+  return Object.entries(template.Resources).filter(([, resource]) => resource.Type === type);
+}
+
+/** The logical id a `{ "Fn::GetAtt": [id, "Arn"] }` points at. */
+function getAttTarget(value: unknown): string | undefined {
+  const getAtt = (value as { "Fn::GetAtt"?: unknown } | undefined)?.["Fn::GetAtt"];
+  return Array.isArray(getAtt) && getAtt[1] === "Arn" ? String(getAtt[0]) : undefined;
+}
+
+beforeAll(() => {
+  const run = spawnSync("osls", ["package", "--package", out, "--stage", "test", "--region", "us-east-1"], {
+    cwd: process.cwd(),
+    encoding: "utf8",
+    env: {
+      ...process.env,
+      HOME: join(work, "home"),
+      // serverless-esbuild leaves its build folders in the temp dir: keep them in ours, removed after.
+      TMPDIR: work,
+      SLS_TELEMETRY_DISABLED: "1",
+      SLS_NOTIFICATIONS_MODE: "off",
+      AWS_ACCESS_KEY_ID: "",
+      AWS_SECRET_ACCESS_KEY: "",
+    },
+  });
+  if (run.status !== 0) throw new Error(`osls package failed (${run.status}):\n${run.stdout}\n${run.stderr}`);
+  template = JSON.parse(readFileSync(join(out, "cloudformation-template-update-stack.json"), "utf8"));
+}, 120_000);
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** The zip unpacked into a directory holding nothing else (no node_modules): what Lambda runs. */
+function unzipped(): string {
+  const dir = join(work, "unzipped");
+  mkdirSync(join(dir, "examples/lambda"), { recursive: true });
+  for (const [name, data] of unzip(readFileSync(join(out, "consumer.zip")))) writeFileSync(join(dir, name), data);
+  return dir;
+}
+
+const body = () => JSON.stringify(sampleEnvelope());
+const record = (messageId: string, receiveCount: string, recordBody = body()) => ({
+  messageId,
+  receiptHandle: "AQEB",
+  body: recordBody,
+  attributes: { ApproximateReceiveCount: receiveCount, SentTimestamp: "1", SenderId: "A", ApproximateFirstReceiveTimestamp: "1" },
+  messageAttributes: {},
+  md5OfBody: "",
+  eventSource: "aws:sqs",
+  eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:orders",
+  awsRegion: "us-east-1",
+});
+
+describe("serverless.yml (osls package, offline)", () => {
+  it("subscribes the function to the queue with partial batch responses, a batch size and a batching window", () => {
+    const mappings = resourcesOf("AWS::Lambda::EventSourceMapping");
+    expect(mappings).toHaveLength(1);
+    const [, mapping] = mappings[0] as [string, Resource];
+    expect(mapping.Properties.FunctionResponseTypes).toEqual(["ReportBatchItemFailures"]);
+    expect(mapping.Properties.BatchSize).toBe(10);
+    expect(mapping.Properties.MaximumBatchingWindowInSeconds).toBeGreaterThan(0);
+    expect(resourcesOf("AWS::SQS::Queue").map(([id]) => id)).toContain(getAttTarget(mapping.Properties.EventSourceArn));
+  });
+
+  it("runs the consumer on nodejs22.x or newer", () => {
+    const functions = resourcesOf("AWS::Lambda::Function");
+    expect(functions).toHaveLength(1);
+    const runtime = String((functions[0] as [string, Resource])[1].Properties.Runtime);
+    expect(runtime).toMatch(/^nodejs\d+\.x$/);
+    expect(Number(runtime.replace(/\D/g, ""))).toBeGreaterThanOrEqual(22);
+  });
+
+  it("gives the queue a visibility timeout of at least 6x the function timeout", () => {
+    const [, fn] = resourcesOf("AWS::Lambda::Function")[0] as [string, Resource];
+    const [, mapping] = resourcesOf("AWS::Lambda::EventSourceMapping")[0] as [string, Resource];
+    const queue = template.Resources[getAttTarget(mapping.Properties.EventSourceArn) as string] as Resource;
+    expect(Number(fn.Properties.Timeout)).toBeGreaterThan(0);
+    expect(Number(queue.Properties.VisibilityTimeout)).toBeGreaterThanOrEqual(6 * Number(fn.Properties.Timeout));
+  });
+
+  it("redrives the queue to a dead-letter queue", () => {
+    const [, mapping] = resourcesOf("AWS::Lambda::EventSourceMapping")[0] as [string, Resource];
+    const queue = template.Resources[getAttTarget(mapping.Properties.EventSourceArn) as string] as Resource;
+    const redrive = queue.Properties.RedrivePolicy as Json;
+    const dlq = getAttTarget(redrive.deadLetterTargetArn);
+    expect(template.Resources[dlq as string]?.Type).toBe("AWS::SQS::Queue");
+    expect(dlq).not.toBe(getAttTarget(mapping.Properties.EventSourceArn));
+    expect(Number(redrive.maxReceiveCount)).toBeGreaterThanOrEqual(1);
+  });
+
+  it("declares the idempotency table as idempotencyTableDefinition does: on demand, TTL enabled", () => {
+    const tables = resourcesOf("AWS::DynamoDB::Table");
+    expect(tables).toHaveLength(1);
+    const [, table] = tables[0] as [string, Resource];
+    const definition = idempotencyTableDefinition("ignored");
+    expect(table.Properties.BillingMode).toBe("PAY_PER_REQUEST");
+    expect(table.Properties.AttributeDefinitions).toEqual(definition.createTable.AttributeDefinitions);
+    expect(table.Properties.KeySchema).toEqual(definition.createTable.KeySchema);
+    expect(table.Properties.TimeToLiveSpecification).toEqual(definition.timeToLive);
+  });
+
+  it("grants no IAM statement more than DynamoDBStore's exact actions on the table's ARN", () => {
+    const [tableId] = resourcesOf("AWS::DynamoDB::Table")[0] as [string, Resource];
+    const statements = resourcesOf("AWS::IAM::Role").flatMap(([, role]) =>
+      ((role.Properties.Policies as Json[] | undefined) ?? []).flatMap(
+        (policy) => ((policy.PolicyDocument as Json).Statement as Json[]),
+      ),
+    );
+    expect(resourcesOf("AWS::IAM::Policy")).toEqual([]);
+    expect(resourcesOf("AWS::IAM::ManagedPolicy")).toEqual([]);
+    const asList = (value: unknown) => (Array.isArray(value) ? value : [value]);
+    const dynamo = statements.filter((s) => asList(s.Action).some((a) => String(a).startsWith("dynamodb:")));
+    expect(dynamo).toHaveLength(1);
+    const grant = dynamo[0] as Json;
+    expect(grant.Effect).toBe("Allow");
+    expect([...asList(grant.Action)].sort()).toEqual([...DYNAMODB_STORE_ACTIONS].sort());
+    expect(asList(grant.Resource)).toHaveLength(1);
+    expect(getAttTarget(asList(grant.Resource)[0])).toBe(tableId);
+    for (const statement of statements) {
+      expect(statement.Effect).toBe("Allow");
+      expect(statement.NotAction).toBeUndefined();
+      expect(statement.NotResource).toBeUndefined();
+      for (const action of asList(statement.Action)) expect(String(action)).not.toMatch(/\*/);
+      for (const resource of asList(statement.Resource)) expect(resource).not.toBe("*");
+    }
+  });
+
+  it("packages one bundled file (and its source map), nothing from HOME or node_modules", () => {
+    const entries = unzip(readFileSync(join(out, "consumer.zip")));
+    expect([...entries.keys()].sort()).toEqual(["examples/lambda/consumer.mjs", "examples/lambda/consumer.mjs.map"]);
+  });
+
+  it("bundles one minified, self-contained file: it loads nothing but Node built-ins, and its map carries no sources", async () => {
+    const dir = unzipped();
+    const bundle = join(dir, "examples/lambda/consumer.mjs");
+    const code = readFileSync(bundle, "utf8");
+    // esbuild parses the deployed bundle and lists every module it would load at run time (imports,
+    // dynamic imports, require calls), all bare specifiers left external.
+    const { metafile } = await build({ entryPoints: [bundle], bundle: true, write: false, metafile: true, platform: "node", format: "esm", packages: "external", logLevel: "silent" });
+    const loaded = Object.values(metafile.inputs).flatMap((input) => input.imports.filter((i) => i.external).map((i) => i.path));
+    const builtin = (specifier: string) => specifier.startsWith("node:") || builtinModules.includes(specifier.split("/")[0] as string);
+    // The SDK's own optional SigV4a signers, required inside a try/catch only when a request needs
+    // SigV4a (multi-region endpoints, never DynamoDB): absent at runtime, and the SDK copes.
+    const sdkOptional = new Set(["@aws-sdk/signature-v4-crt", "@aws-sdk/signature-v4a"]);
+    expect(loaded.length).toBeGreaterThan(0);
+    expect(loaded.filter((specifier) => !builtin(specifier) && !sdkOptional.has(specifier))).toEqual([]);
+    // The SDK is inside, on purpose (serverless.yml says why).
+    expect(code).toMatch(/DynamoDB/);
+    // Minified: long lines, not one statement per line (0.1.0 shipped an unminified 1.3 MB bundle).
+    expect(code.length / code.split("\n").length).toBeGreaterThan(1000);
+    expect(code.length).toBeLessThan(800 * 1024);
+    const map = JSON.parse(readFileSync(`${bundle}.map`, "utf8")) as { sourcesContent?: unknown };
+    expect(map.sourcesContent ?? []).toEqual([]);
+  });
+
+  it("the deployed bundle consumes a batch on DynamoDB Local in a fresh Node process: runs once, suppresses the redelivery", async () => {
+    const dir = unzipped();
+    const table = `sls-bundle-${Date.now().toString(36)}`;
+    const endpoint = inject("dynamodbEndpoint");
+    const credentials = { accessKeyId: "local", secretAccessKey: "local" };
+    await createIdempotencyTable(new DynamoDBClient({ endpoint, region: "us-east-1", credentials }), idempotencyTableDefinition(table));
+    const events = [{ Records: [record("m1", "1"), record("m2", "1", "garbage")] }, { Records: [record("m3", "2")] }];
+    // A Lambda-like host: a fresh process, configured through the environment, invoking the export.
+    const runner = join(dir, "invoke.mjs");
+    writeFileSync(
+      runner,
+      `import { handler } from "./examples/lambda/consumer.mjs";
+const context = { getRemainingTimeInMillis: () => 30000 };
+const responses = [];
+for (const event of ${JSON.stringify(events)}) responses.push(await handler(event, context));
+process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
+    );
+    const run = spawnSync("node", [runner], {
+      cwd: dir,
+      encoding: "utf8",
+      env: {
+        PATH: process.env.PATH,
+        IDEMPOTENCY_TABLE: table,
+        AWS_ENDPOINT_URL_DYNAMODB: endpoint,
+        AWS_REGION: "us-east-1",
+        AWS_ACCESS_KEY_ID: "local",
+        AWS_SECRET_ACCESS_KEY: "local",
+      },
+    });
+    expect(run.status, run.stderr).toBe(0);
+    const responses = JSON.parse(run.stdout.split("RESPONSES ")[1] as string) as SQSBatchResponse[];
+    expect(responses).toEqual([{ batchItemFailures: [{ itemIdentifier: "m2" }] }, { batchItemFailures: [] }]);
+    expect(run.stdout.split("\n").filter((line) => line.includes("urn:babel:orders:created"))).toHaveLength(1);
+    const check = new DynamoDBStore({ table, namespace: "orders-consumer", clientConfig: { endpoint, region: "us-east-1", credentials } });
+    expect(await check.seen(String((sampleEnvelope().meta as Json).id))).toBe(true);
+  });
+
+  it("keeps class names through minification: with DynamoDB unreachable the batch is retried and the log names StoreUnavailableError", async () => {
+    const dir = unzipped();
+    const port = await freePort();
+    const runner = join(dir, "invoke-down.mjs");
+    writeFileSync(
+      runner,
+      `import { handler } from "./examples/lambda/consumer.mjs";
+const response = await handler(${JSON.stringify({ Records: [record("d1", "1")] })}, { getRemainingTimeInMillis: () => 30000 });
+process.stdout.write("RESPONSE " + JSON.stringify(response) + "\\n");`,
+    );
+    const run = spawnSync("node", [runner], {
+      cwd: dir,
+      encoding: "utf8",
+      timeout: 60_000,
+      env: {
+        PATH: process.env.PATH,
+        IDEMPOTENCY_TABLE: "unreachable",
+        AWS_ENDPOINT_URL_DYNAMODB: `http://127.0.0.1:${port}`,
+        AWS_MAX_ATTEMPTS: "1",
+        AWS_REGION: "us-east-1",
+        AWS_ACCESS_KEY_ID: "local",
+        AWS_SECRET_ACCESS_KEY: "local",
+      },
+    });
+    expect(run.status, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout.split("RESPONSE ")[1] as string)).toEqual({ batchItemFailures: [{ itemIdentifier: "d1" }] });
+    expect(`${run.stdout}${run.stderr}`).toMatch(/StoreUnavailableError/);
+    expect(run.stdout).not.toMatch(/urn:babel:orders:created/);
+  });
+});

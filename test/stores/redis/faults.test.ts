@@ -1,0 +1,284 @@
+/**
+ * The Redis stores' cost and failure behaviour, against a real redis-server and a bridge of this
+ * file's own (so its counters and fault switches are not shared with other test files):
+ *   - requests and Redis commands per batch through the BatchEngine (new / duplicates / failures);
+ *   - scripts loaded once, and the NOSCRIPT fallback after SCRIPT FLUSH mid-run;
+ *   - faults — the REST endpoint answering 500, hanging past the timeout, refusing the token, Redis
+ *     itself stopped (REST and TCP) — each a StoreUnavailableError: the handler not run, nothing acked;
+ *   - neither the REST token nor a fencing token in any error, cause or console line.
+ */
+import { inspect } from "node:util";
+import { Redis as UpstashRedis } from "@upstash/redis";
+import { Redis as IORedis } from "ioredis";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { BatchEngine } from "../../../src/engine/index.js";
+import { StoreUnavailableError } from "../../../src/errors.js";
+import { RedisStore, UpstashRedisStore, ioredisScriptClient } from "../../../entry/upstash.js";
+import { type RedisServer, startRedisServer } from "../../setup/redis.js";
+import { type UpstashBridge, startUpstashBridge } from "../../support/upstash-bridge.js";
+
+const TOKEN = `rest-token-${crypto.randomUUID()}`;
+let bridge: UpstashBridge;
+let admin: IORedis;
+let run = 0;
+
+beforeAll(async () => {
+  bridge = await startUpstashBridge({ redisPort: inject("redisPort"), token: TOKEN });
+  admin = new IORedis({ host: "127.0.0.1", port: inject("redisPort") });
+});
+afterAll(async () => {
+  await bridge.close();
+  admin.disconnect();
+});
+afterEach(() => {
+  bridge.fault = "none";
+});
+
+function restClient(token = TOKEN): UpstashRedis {
+  return new UpstashRedis({ url: bridge.url, token, enableTelemetry: false, retry: false });
+}
+
+function namespace(): string {
+  run += 1;
+  return `faults-${Date.now().toString(36)}-${run}`;
+}
+
+function envelope(id: string): string {
+  return JSON.stringify({
+    job: "urn:babel:orders:created",
+    trace_id: "7b3f9c2a-e41d-4f88-9b2a-1c0d5e6f7a8b",
+    data: { order_id: 1 },
+    meta: { id, schema_version: 1 },
+    attempts: 0,
+  });
+}
+
+function batch(prefix: string, n: number) {
+  return Array.from({ length: n }, (_, i) => ({ body: envelope(`${prefix}-${i}`), context: {} }));
+}
+
+/** Everything an error could show a log or a person: message, stack, cause chain, own fields. */
+function everythingIn(error: unknown): string {
+  return `${String(error)}\n${inspect(error, { depth: 10, showHidden: true })}\n${JSON.stringify(error)}`;
+}
+
+describe("cost per batch (REST, through the BatchEngine)", () => {
+  it("spends 2 requests / 2 commands on 10 new messages, 1 / 1 on 10 duplicates, 2 / 2 on 10 failures", async () => {
+    const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
+    // Warm the script cache (a fresh server answers the first EVALSHA of each script with NOSCRIPT).
+    const warm = await store.claimMany(["warm"]);
+    await store.releaseMany(warm.flatMap((claim) => (claim.status === "claimed" ? [{ id: "warm", token: claim.token }] : [])));
+    await store.rememberMany(["warm"]);
+
+    let effects = 0;
+    const ok = new BatchEngine(store, () => {
+      effects += 1;
+    });
+    bridge.reset();
+    const fresh = await ok.process(batch("new", 10));
+    expect(fresh.map((r) => r.status)).toEqual(Array(10).fill("ran"));
+    expect(effects).toBe(10);
+    expect({ requests: bridge.requests, commands: bridge.commands, log: bridge.log }).toEqual({
+      requests: 2,
+      commands: 2,
+      log: [["EVALSHA"], ["EVALSHA"]],
+    });
+
+    bridge.reset();
+    const again = await ok.process(batch("new", 10));
+    expect(again.map((r) => r.status)).toEqual(Array(10).fill("duplicate"));
+    expect(effects).toBe(10);
+    expect({ requests: bridge.requests, commands: bridge.commands }).toEqual({ requests: 1, commands: 1 });
+
+    const failing = new BatchEngine(store, () => {
+      throw new Error("handler failed (scripted)");
+    });
+    bridge.reset();
+    const failed = await failing.process(batch("fails", 10));
+    expect(failed.map((r) => r.status)).toEqual(Array(10).fill("failed"));
+    expect({ requests: bridge.requests, commands: bridge.commands }).toEqual({ requests: 2, commands: 2 });
+    // The releases happened: the next delivery claims again instead of parking as in-flight.
+    expect((await store.claimMany(["fails-0", "fails-9"])).map((c) => c.status)).toEqual(["claimed", "claimed"]);
+  });
+
+  it("spends 1 request on a claim batch with fingerprints, 1 on a commit batch with them, 1 on inspect", async () => {
+    const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
+    await store.claimMany(["warm"], undefined, ["fp"]);
+    await store.rememberMany(["warm"], ["fp"]);
+    await store.inspect("warm");
+    bridge.reset();
+    const ids = Array.from({ length: 10 }, (_, i) => `fp-${i}`);
+    const fingerprints = ids.map((id, i) => (i % 3 === 0 ? undefined : `sha-${id}`));
+    const claims = await store.claimMany(ids, undefined, fingerprints);
+    expect(claims.every((claim) => claim.status === "claimed")).toBe(true);
+    await store.rememberMany(ids);
+    const again = await store.claimMany(ids);
+    expect(again.map((claim) => (claim.status === "done" ? (claim.fingerprint ?? null) : claim.status))).toEqual(
+      fingerprints.map((fingerprint) => fingerprint ?? null),
+    );
+    expect(await store.inspect("fp-1")).toMatchObject({ status: "done", fingerprint: "sha-fp-1" });
+    expect({ requests: bridge.requests, commands: bridge.commands, log: bridge.log }).toEqual({
+      requests: 4,
+      commands: 4,
+      log: [["EVALSHA"], ["EVALSHA"], ["EVALSHA"], ["EVALSHA"]],
+    });
+  });
+
+  it("falls back to EVAL once after SCRIPT FLUSH mid-run, then uses EVALSHA again", async () => {
+    const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
+    let effects = 0;
+    const engine = new BatchEngine(store, () => {
+      effects += 1;
+    });
+    await engine.process(batch("before", 3));
+    await admin.script("FLUSH");
+    bridge.reset();
+    const after = await engine.process(batch("after", 5));
+    expect(after.map((r) => r.status)).toEqual(Array(5).fill("ran"));
+    expect(bridge.log).toEqual([["EVALSHA"], ["EVAL"], ["EVALSHA"], ["EVAL"]]);
+    bridge.reset();
+    const next = await engine.process(batch("next", 5));
+    expect(next.map((r) => r.status)).toEqual(Array(5).fill("ran"));
+    expect(bridge.log).toEqual([["EVALSHA"], ["EVALSHA"]]);
+    expect(effects).toBe(13);
+  });
+
+  it("falls back the same way over TCP (ioredis), and with hash-tagged keys", async () => {
+    const tcp = new RedisStore({ client: ioredisScriptClient(admin), namespace: namespace(), hashTag: true });
+    expect(await tcp.key("a")).toBe(`bq:{${tcp.namespace}}:a`);
+    await admin.script("FLUSH");
+    const claims = await tcp.claimMany(["a", "b"]);
+    expect(claims.map((claim) => claim.status)).toEqual(["claimed", "claimed"]);
+    await tcp.rememberMany(["a", "b"]);
+    expect(await tcp.seenMany(["a", "b", "c"])).toEqual([true, true, false]);
+    expect(await admin.get(await tcp.key("a"))).toBe("d");
+  });
+});
+
+describe("faults become StoreUnavailableError: handler not run, nothing acked", () => {
+  async function expectFailClosed(store: RedisStore, label: string): Promise<StoreUnavailableError> {
+    let effects = 0;
+    const engine = new BatchEngine(store, () => {
+      effects += 1;
+    });
+    const results = await engine.process(batch(label, 3));
+    expect(effects).toBe(0);
+    for (const result of results) {
+      expect(result.status).toBe("failed");
+      expect(result.ack).toBe(false);
+      expect(result.handlerRan).toBe(false);
+      expect(result.error).toBeInstanceOf(StoreUnavailableError);
+    }
+    return results[0]?.error as StoreUnavailableError;
+  }
+
+  it("the REST endpoint answering 500", async () => {
+    const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
+    bridge.fault = "500";
+    const error = await expectFailClosed(store, "e500");
+    expect(error.message).toMatch(/^UpstashRedisStore\.claimMany failed: .*Internal Server Error/);
+    await expect(store.remember("x")).rejects.toBeInstanceOf(StoreUnavailableError);
+  });
+
+  it("the REST endpoint hanging past the timeout (a given client, and one made from url + token)", async () => {
+    bridge.fault = "hang";
+    const given = new UpstashRedisStore({ client: restClient(), namespace: namespace(), timeoutMs: 300 });
+    const started = Date.now();
+    const error = await expectFailClosed(given, "hang");
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(error.message).toMatch(/no answer within 300 ms/);
+    const made = new UpstashRedisStore({ url: bridge.url, token: TOKEN, namespace: namespace(), timeoutMs: 300 });
+    const second = await expectFailClosed(made, "hang2");
+    expect(second.store).toBe("UpstashRedisStore");
+  });
+
+  it("a refused token", async () => {
+    const store = new UpstashRedisStore({ client: restClient("wrong-token-value"), namespace: namespace() });
+    const error = await expectFailClosed(store, "auth");
+    expect(error.message).toMatch(/Unauthorized/);
+    expect(everythingIn(error)).not.toContain("wrong-token-value");
+  });
+
+  describe("Redis itself stopped", () => {
+    let own: RedisServer;
+    let ownBridge: UpstashBridge;
+    beforeAll(async () => {
+      own = await startRedisServer();
+      ownBridge = await startUpstashBridge({ redisPort: own.port, token: TOKEN });
+    });
+    afterAll(async () => {
+      await ownBridge.close();
+      await own.stop();
+    });
+
+    it("over REST and over TCP", async () => {
+      const rest = new UpstashRedisStore({
+        client: new UpstashRedis({ url: ownBridge.url, token: TOKEN, enableTelemetry: false, retry: false }),
+        namespace: namespace(),
+      });
+      const tcpClient = new IORedis({ host: "127.0.0.1", port: own.port, maxRetriesPerRequest: 1 });
+      tcpClient.on("error", () => {});
+      const tcp = new RedisStore({ client: ioredisScriptClient(tcpClient), namespace: namespace(), timeoutMs: 1_000 });
+      expect((await rest.claim("up")).status).toBe("claimed");
+      expect((await tcp.claim("up")).status).toBe("claimed");
+      await own.stop();
+      const restError = await expectFailClosed(rest, "down-rest");
+      expect(restError.message).toMatch(/Redis is not reachable/);
+      const tcpError = await expectFailClosed(tcp, "down-tcp");
+      expect(tcpError.store).toBe("RedisStore");
+      tcpClient.disconnect();
+    });
+  });
+});
+
+describe("secrets never leave the store", () => {
+  it("keeps the REST token and fencing tokens out of errors, causes and console output", async () => {
+    const lines: string[] = [];
+    const spies = (["log", "info", "warn", "error", "debug", "trace"] as const).map((level) =>
+      vi.spyOn(console, level).mockImplementation((...args: unknown[]) => {
+        lines.push(args.map((arg) => inspect(arg, { depth: 10 })).join(" "));
+      }),
+    );
+    try {
+      const errors: unknown[] = [];
+      const tokens: string[] = [];
+      const stores = [
+        new UpstashRedisStore({ client: restClient(), namespace: namespace(), timeoutMs: 300 }),
+        new UpstashRedisStore({ url: bridge.url, token: TOKEN, namespace: namespace(), timeoutMs: 300 }),
+      ];
+      for (const store of stores) {
+        const claims = await store.claimMany(["s-1", "s-2"]);
+        const refs = claims.flatMap((claim, i) => (claim.status === "claimed" ? [{ id: `s-${i + 1}`, token: claim.token }] : []));
+        tokens.push(...refs.map((ref) => ref.token));
+        for (const fault of ["500", "hang"] as const) {
+          bridge.fault = fault;
+          for (const call of [
+            () => store.release("s-1", refs[0]?.token ?? ""),
+            () => store.releaseMany(refs),
+            () => store.claim("s-3"),
+            () => store.rememberMany(["s-1"]),
+          ]) {
+            await call().then(
+              () => errors.push(new Error("expected a failure")),
+              (error: unknown) => errors.push(error),
+            );
+          }
+          bridge.fault = "none";
+        }
+      }
+      expect(errors).toHaveLength(16);
+      for (const error of errors) {
+        expect(error).toBeInstanceOf(StoreUnavailableError);
+        const text = everythingIn(error);
+        expect(text).not.toContain(TOKEN);
+        for (const token of tokens) expect(text).not.toContain(token);
+        expect(text).not.toContain("EVALSHA");
+      }
+      const logged = lines.join("\n");
+      expect(logged).not.toContain(TOKEN);
+      for (const token of tokens) expect(logged).not.toContain(token);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+  });
+});
