@@ -11,6 +11,9 @@
  *   FIFO-blocked) becomes a `batchItemFailures` entry, so only those messages return to the queue.
  *   The event source mapping must have `functionResponseType: ReportBatchItemFailures`.
  *
+ * - BabelQueue's schema gate: a `bq-schema-version` message attribute is checked as it is BEFORE
+ *   the body is decoded (src/schema-gate.ts): absent or ASCII-blank decodes, exactly "1" decodes,
+ *   anything else is `invalid` without decoding (the DLQ path);
  * - the record's `messageAttributes` (String and Number values) reach the handler as a flat
  *   `ctx.headers` record — BabelQueue's `bq-*` attributes, `traceparent`, `bq-replay-bypass` — so
  *   `@babelqueue/core`'s `isReplay(headers)` and its OpenTelemetry `wrapHandler` work unchanged.
@@ -39,6 +42,7 @@ import type { MessageResult } from "../src/decision.js";
 import { BatchEngine, type Delivery, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
 import { InvalidOptionError } from "../src/errors.js";
+import { SCHEMA_VERSION_PROPERTY, schemaVersionRejection } from "../src/schema-gate.js";
 import { OBSERVABILITY_OPTION_KEYS, type ObservabilityOptions, createObservability, queueNameFromArn } from "../src/observability/index.js";
 import { type OptionKeys, checkOptions, optionKeys, unionKeys } from "../src/store-kit/options.js";
 
@@ -118,6 +122,17 @@ export function headersOf(record: SQSRecord): Record<string, string> {
   return headers;
 }
 
+/**
+ * The record's `bq-schema-version` attribute for the schema gate: its string value, undefined when
+ * the attribute is absent, or the attribute itself when it carries no string (a Binary value).
+ */
+function schemaVersionOf(record: SQSRecord): unknown {
+  const attributes = (record as Partial<SQSRecord> | undefined)?.messageAttributes;
+  if (typeof attributes !== "object" || attributes === null || !Object.hasOwn(attributes, SCHEMA_VERSION_PROPERTY)) return undefined;
+  const attribute = attributes[SCHEMA_VERSION_PROPERTY];
+  return typeof attribute?.stringValue === "string" ? attribute.stringValue : attribute;
+}
+
 function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
   return { itemIdentifier: String(record?.messageId ?? "") };
 }
@@ -141,8 +156,10 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
         const group = fifoGroupOf(record);
         const headers = headersOf(record);
         const messageId = typeof record?.messageId === "string" ? record.messageId : undefined;
+        const rejected = schemaVersionRejection(schemaVersionOf(record));
         return {
           body: record?.body,
+          ...(rejected === undefined ? {} : { rejected }),
           context: { record, lambdaContext, headers },
           headers,
           ...(messageId === undefined ? {} : { messageId }),

@@ -34,6 +34,10 @@ function rejectionReason(error: unknown): string {
 /** Decodes one delivery into an item: its message, key and attempts, or an `invalid` result. */
 export function decode<Message, RC>(settings: EngineSettings<Message, RC>, delivery: Delivery<RC>, index: number): Item<Message, RC> {
   const item: Item<Message, RC> = { index, delivery, attempts: 0, dedupe: "none", stage: "waiting" };
+  if (delivery.rejected !== undefined) {
+    item.result = invalid(delivery.rejected, settings.policy);
+    return item;
+  }
   let message: Message;
   try {
     message = settings.parse(delivery.body);

@@ -22,6 +22,12 @@ export interface Delivery<RuntimeContext> {
   readonly messageId?: string;
   /** Out-of-band headers (SQS message attributes), for interceptors such as tracing. */
   readonly headers?: Readonly<Record<string, string>>;
+  /**
+   * Set by the runtime adapter when the transport already rejects the delivery before its body is
+   * decoded (BabelQueue's `bq-schema-version` gate): the reason. The body is then never parsed and
+   * the delivery is reported `invalid` with this reason.
+   */
+  readonly rejected?: string;
   /** Passed through to the handler's context untouched (the SQS record, the Workers message, …). */
   readonly context: RuntimeContext;
 }

@@ -15,7 +15,7 @@ import { fifoGroupOf, headersOf, redeliveriesOf, type SqsRuntimeContext, sqsHand
 import { DynamoDBStore, type DynamoDBStoreOptions, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
 import { freePort, localClientConfig, onEveryRequest } from "../../scripts/dynamodb-local.mjs";
 import { STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
-import { conformanceSkipReason, manifest, sampleEnvelope } from "../support/conformance-data.js";
+import { conformanceSkipReason, fixtureText, manifest, nextManifest, sampleEnvelope } from "../support/conformance-data.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-lambda-${Date.now().toString(36)}`;
@@ -398,6 +398,51 @@ describe("sqsHandler on DynamoDB Local", () => {
         expect(attempts).toBe(testCase.expected_attempts);
       });
     }
+  });
+});
+
+describe("manifest sqs.schema_version_gate (bq-schema-version, checked before the body is decoded)", () => {
+  const skip = conformanceSkipReason();
+  if (skip !== undefined || nextManifest === undefined) {
+    it.skip(skip ?? "skipped", () => {});
+    return;
+  }
+  const gate = nextManifest.sqs.schema_version_gate;
+  expect(gate.property).toBe("bq-schema-version");
+  gate.cases.forEach((testCase, index) => {
+    const label = testCase.absent === true ? "absent" : JSON.stringify(testCase.value);
+    it(`${label} → ${testCase.expect}`, async () => {
+      let runs = 0;
+      const logs: string[] = [];
+      const handler = sqsHandler({
+        store: store(),
+        handle: () => void (runs += 1),
+        logger: { info: () => undefined, warn: (message: string) => void logs.push(message), error: (message: string) => void logs.push(message) },
+      });
+      const body = fixtureText(gate.fixture).replace(/"id":\s*"[^"]*"/, `"id": "gate-${index}-${Date.now()}"`);
+      const attributes =
+        testCase.absent === true ? {} : { [gate.property]: { dataType: "String", stringValue: testCase.value as string, binaryListValues: [], stringListValues: [] } };
+      const record = sqsRecord(body, { messageAttributes: attributes });
+      const response = await handler(event([record]), lambdaContext());
+      if (testCase.expect === "decode") {
+        expect(runs).toBe(1);
+        expect(response.batchItemFailures).toEqual([]);
+      } else {
+        expect(runs).toBe(0);
+        expect(response.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
+        expect(logs.some((line) => line.startsWith("invalid"))).toBe(true);
+      }
+    });
+  });
+
+  it("a Binary bq-schema-version attribute is rejected, its neighbour decodes", async () => {
+    let runs = 0;
+    const handler = sqsHandler({ store: store(), handle: () => void (runs += 1), logger: false });
+    const binary = sqsRecord(envelope("gate-binary"), { messageAttributes: { [gate.property]: { dataType: "Binary", binaryValue: "MQ==", binaryListValues: [], stringListValues: [] } } });
+    const plain = sqsRecord(envelope("gate-plain"));
+    const response = await handler(event([binary, plain]), lambdaContext());
+    expect(runs).toBe(1);
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: binary.messageId }]);
   });
 });
 

@@ -48,6 +48,37 @@ export interface Manifest {
   sqs: { attempts_reconciliation: { cases: AttemptsCase[] } };
 }
 
+/** One case of a `schema_version_gate` block: the property's value (or absent) and the verdict. */
+export interface SchemaGateCase {
+  value?: string;
+  absent?: boolean;
+  expect: "decode" | "reject";
+}
+
+export interface SchemaGateBlock {
+  property: string;
+  fixture: string;
+  cases: SchemaGateCase[];
+}
+
+/** The newer upstream blocks (`manifest-next.json`): the SQS and Kafka schema gates, the Kafka binding. */
+export interface NextManifest {
+  sqs: { schema_version_gate: SchemaGateBlock };
+  kafka: {
+    property_projection: { envelope_file: string; headers: Record<string, string> };
+    attempts_reconciliation: { cases: { name: string; body_attempts: number; header_attempts: number | null; expected_attempts: number }[] };
+    schema_version_gate: SchemaGateBlock;
+  };
+}
+
+const nextManifests = import.meta.glob<NextManifest>("../../../shared/conformance/manifest-next.json", {
+  eager: true,
+  import: "default",
+});
+
+/** manifest-next.json, or undefined when the conformance folder is absent. */
+export const nextManifest: NextManifest | undefined = Object.values(nextManifests)[0];
+
 const manifests = import.meta.glob<Manifest>("../../../shared/conformance/manifest.json", {
   eager: true,
   import: "default",
@@ -105,7 +136,7 @@ const inCI = inject("conformanceRequired") === true;
  * where a missing folder means a broken checkout, not a user's machine.
  */
 export function conformanceSkipReason(): string | undefined {
-  if (manifest !== undefined) return undefined;
+  if (manifest !== undefined && nextManifest !== undefined) return undefined;
   if (inCI) throw new Error("../shared/conformance/manifest.json is missing, and CI must run the conformance cases");
   return "skipped: ../shared/conformance is absent (it is present in CI)";
 }
