@@ -5,7 +5,7 @@
  * reached: each constructor is given a stand-in client of the right shape.
  */
 import { describe, expect, it } from "vitest";
-import { D1Store, DurableObjectStore, KVStore, queueHandler } from "../../entry/cloudflare.js";
+import { D1Store, DurableObjectStore, KVStore, type SeenSetKV, queueHandler } from "../../entry/cloudflare.js";
 import { DynamoDBStore } from "../../entry/dynamodb.js";
 import { BatchEngine, InMemoryStore, InvalidOptionError, wrap } from "../../entry/index.js";
 import { sqsHandler } from "../../entry/lambda.js";
@@ -19,7 +19,7 @@ const scriptClient = { eval: async () => null, evalsha: async () => null };
 const pool = { query: async () => ({ rows: [], rowCount: 0 }), connect: async () => ({ query: async () => ({ rows: [], rowCount: 0 }), release() {} }) };
 const binding = { idFromName: (name: string) => name, get: () => ({}) as never };
 const d1 = { prepare: () => ({}) as never, batch: async () => [] };
-const kv = { get: async () => null, put: async () => undefined, delete: async () => undefined };
+const kv = { get: async () => null, put: async () => undefined, delete: async () => undefined } as unknown as SeenSetKV;
 const handle = async () => undefined;
 
 /** The error `make` throws, which must be an InvalidOptionError naming `key`. */
@@ -76,11 +76,12 @@ describe("unknown option keys are refused, by name", () => {
 });
 
 describe("checkOptions (store kit)", () => {
-  const keys = optionKeys<{ alpha?: number; beta?: string }>({ alpha: true, beta: true });
+  type Options = { alpha?: number; beta?: string };
+  const keys = optionKeys<Options>({ alpha: true, beta: true });
 
   it("accepts undefined (no options) and objects of known keys", () => {
     expect(() => checkOptions(undefined, keys, "X")).not.toThrow();
-    expect(() => checkOptions({ alpha: 1 }, keys, "X")).not.toThrow();
+    expect(() => checkOptions<Options>({ alpha: 1 }, keys, "X")).not.toThrow();
   });
 
   it("refuses what is not an object", () => {
