@@ -1,6 +1,6 @@
 /**
  * Mutation testing of src/ (`npm run test:mutation`): Stryker mutates the core and runs the
- * backend-free tests (vitest.mutation.config.ts) against each mutant. It runs in place, because the
+ * backend-free tests (vitest.unit.config.ts) against each mutant. It runs in place, because the
  * conformance tests read ../shared/conformance relative to the project (a sandbox copy would not
  * find it); Stryker restores every file when it ends, even on Ctrl-C. About 3,200 mutants: roughly
  * 25 minutes on 2 cores. `npx stryker run --dryRunOnly` checks the setup in under a minute.
@@ -13,7 +13,7 @@ export default {
   packageManager: "npm",
   plugins: ["@stryker-mutator/vitest-runner"],
   testRunner: "vitest",
-  vitest: { configFile: "vitest.mutation.config.ts" },
+  vitest: { configFile: "vitest.unit.config.ts" },
   mutate: ["src/**/*.ts"],
   inPlace: true,
   concurrency: 2,

@@ -1,10 +1,11 @@
 /**
- * The vitest config Stryker runs (`npm run test:mutation`): only the test files that need no
- * backend, and no global setups, so each of Stryker's runs is a few seconds of pure computation.
- * Mutants are of src/ (see stryker.config.mjs); these files are the ones that exercise it.
+ * The backend-free tests: the test files that need no backend, with no global setups, so a run is a
+ * few seconds of pure computation. `npm run check` runs them before a push, and Stryker runs them
+ * against each mutant (`npm run test:mutation`; mutants are of src/, see stryker.config.mjs).
  *
- * What this is *not*: the test suite. A new test file of src/ that needs no backend belongs in
- * BACKEND_FREE too, or the mutants it would kill are reported as survivors.
+ * What this is *not*: the test suite (`npm test` runs everything, backends included). A new test
+ * file that needs no backend belongs in BACKEND_FREE too, or the mutants it would kill are reported
+ * as survivors.
  */
 import { defineConfig } from "vitest/config";
 
@@ -27,7 +28,7 @@ const BACKEND_FREE = [
 
 export default defineConfig({
   test: {
-    name: "mutation",
+    name: "unit",
     include: BACKEND_FREE,
     globalSetup: [],
     testTimeout: 30_000,
