@@ -14,6 +14,7 @@ import { describe, expect, it } from "vitest";
 import type { MessageResult } from "../../src/decision.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { wrapResult } from "../../src/wrap.js";
+import { envelopeBody } from "../support/envelopes.js";
 
 const LEASE = 1_000;
 const IDS = ["a", "b", "c"];
@@ -43,7 +44,7 @@ interface Run {
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 function body(id: string): string {
-  return JSON.stringify({ job: "urn:babel:p:t", trace_id: "t", data: {}, meta: { id, schema_version: 1 }, attempts: 0 });
+  return envelopeBody(id, { job: "urn:babel:p:t", traceId: "t", data: {} });
 }
 
 async function check(actions: Action[]): Promise<void> {

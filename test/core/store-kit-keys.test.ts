@@ -117,3 +117,20 @@ describe("storeKey", () => {
     await expect(storeKey("ns", "id", 48, "é")).rejects.toThrow(InvalidOptionError);
   });
 });
+
+describe("store keys, as stores use them", () => {
+  it("keeps short ids verbatim and hashes long or '#'-leading ones to a fixed length", async () => {
+    expect(await storeKey("ns", "abc", 100)).toBe("ns:abc");
+    const long = await storeKey("ns", "x".repeat(5000), 100);
+    expect(long).toMatch(/^ns:#[A-Za-z0-9_-]{43}$/);
+    expect(await storeKey("ns", "#abc", 100)).toMatch(/^ns:#[A-Za-z0-9_-]{43}$/);
+    expect(await storeKey("ns", "é".repeat(60), 100)).toMatch(/^ns:#/);
+    expect(utf8Length(await storeKey("p/", "é".repeat(60), 100, "pre:"))).toBeLessThanOrEqual(100);
+  });
+
+  it("rejects a namespace with ':' or odd characters", () => {
+    expect(() => checkNamespace("a:b")).toThrow(InvalidOptionError);
+    expect(() => checkNamespace("a b")).toThrow(InvalidOptionError);
+    expect(checkNamespace("orders-v2/eu")).toBe("orders-v2/eu");
+  });
+});

@@ -8,8 +8,9 @@ import type { MessageResult } from "../../src/decision.js";
 import { BabelQueueServerlessError, DeadlineExceededError, InFlightError } from "../../src/errors.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { rejectionOf, wrap, wrapResult } from "../../src/wrap.js";
+import { envelope } from "../support/envelopes.js";
 
-const body = (id: string) => ({ job: "j", trace_id: "t-1", data: {}, meta: { id, schema_version: 1 }, attempts: 0 });
+const body = (id: string) => envelope(id, { job: "j", traceId: "t-1", data: {} });
 
 describe("rejectionOf", () => {
   it("is the result's own error when it has one", () => {

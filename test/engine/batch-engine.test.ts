@@ -9,17 +9,12 @@ import { BatchEngine, type Delivery, type EngineEvent } from "../../src/engine/i
 import { GroupBlockedError, InvalidMessageError, InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { wrap, wrapResult } from "../../src/wrap.js";
+import { envelopeBody } from "../support/envelopes.js";
 
 let counter = 0;
 function envelope(id: string | undefined | number, extra: Record<string, unknown> = {}) {
   counter += 1;
-  return JSON.stringify({
-    job: "urn:babel:test:ran",
-    trace_id: `trace-${counter}`,
-    data: { ...extra },
-    meta: { ...(id === undefined ? {} : { id }), queue: "q", lang: "node", schema_version: 1, created_at: 0 },
-    attempts: 0,
-  });
+  return envelopeBody(id, { job: "urn:babel:test:ran", traceId: `trace-${counter}`, data: { ...extra }, meta: { queue: "q", lang: "node", created_at: 0 } });
 }
 const deliveries = (bodies: unknown[], group?: (i: number) => string | undefined): Delivery<object>[] =>
   bodies.map((body, i) => ({ body, context: {}, ...(group?.(i) === undefined ? {} : { group: group(i) as string }) }));

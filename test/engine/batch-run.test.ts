@@ -17,9 +17,9 @@ import { FenceLostError, GroupBlockedError, type PayloadConflictError } from "..
 import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { claimingView, seenSetView } from "../support/store-views.js";
+import { envelopeBody } from "../support/envelopes.js";
 
-const body = (id: string, data: Record<string, unknown> = { id }) =>
-  JSON.stringify({ job: "urn:babel:batch", trace_id: `trace-${id}`, data, meta: { id, schema_version: 1 }, attempts: 0 });
+const body = (id: string, data: Record<string, unknown> = { id }) => envelopeBody(id, { job: "urn:babel:batch", data });
 const deliveries = (ids: string[], extra: Record<string, unknown> = {}) => ids.map((id) => ({ body: body(id), context: {}, messageId: `m-${id}`, ...extra }));
 
 type Journal = string[];

@@ -10,11 +10,12 @@ import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine, type Delivery, type EngineEvent } from "../../src/engine/index.js";
 import { type DeadlineExceededError, GroupBlockedError, StoreUnavailableError } from "../../src/errors.js";
 import { InMemoryStore } from "../../src/memory-store.js";
+import { envelopeBody } from "../support/envelopes.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function envelope(id: string): string {
-  return JSON.stringify({ job: "urn:babel:test:window", trace_id: `t-${id}`, data: { id }, meta: { id, schema_version: 1 }, attempts: 0 });
+  return envelopeBody(id, { job: "urn:babel:test:window", traceId: `t-${id}` });
 }
 const batchOf = (ids: string[], group?: (i: number) => string | undefined): Delivery<object>[] =>
   ids.map((id, i) => ({ body: envelope(id), context: {}, messageId: `m-${id}`, ...(group?.(i) === undefined ? {} : { group: group(i) as string }) }));

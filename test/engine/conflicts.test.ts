@@ -14,17 +14,12 @@ import {
 import { canonicalJson, defaultFingerprint, fingerprintsDiffer, hash128 } from "../../src/fingerprint.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { wrap, wrapResult } from "../../src/wrap.js";
+import { envelopeBody } from "../support/envelopes.js";
 
 const SECRET = "4111-1111-1111-1111";
 
 function envelope(id: string, data: Record<string, unknown>, extra: { job?: string; attempts?: number; lang?: string } = {}): string {
-  return JSON.stringify({
-    job: extra.job ?? "urn:babel:shop:charge",
-    trace_id: "t",
-    data,
-    meta: { id, schema_version: 1, lang: extra.lang ?? "node" },
-    attempts: extra.attempts ?? 0,
-  });
+  return envelopeBody(id, { job: extra.job ?? "urn:babel:shop:charge", traceId: "t", data, meta: { lang: extra.lang ?? "node" }, attempts: extra.attempts ?? 0 });
 }
 const one = (body: unknown) => [{ body, context: {} }];
 

@@ -11,11 +11,11 @@ import { InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
 import type { EngineEvent, RunInfo } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { claimingView } from "../support/store-views.js";
+import { envelopeBody } from "../support/envelopes.js";
 
 const claimingWith = (overrides: Partial<ClaimingStore>, inner?: InMemoryStore) => claimingView({ inner, batch: true, overrides });
 
-const envelope = (id: string, attempts = 0, data: Record<string, unknown> = {}) =>
-  JSON.stringify({ job: "urn:babel:guards", trace_id: `trace-${id}`, data, meta: { id, schema_version: 1 }, attempts });
+const envelope = (id: string, attempts = 0, data: Record<string, unknown> = {}) => envelopeBody(id, { job: "urn:babel:guards", data, attempts });
 const batch = (ids: string[], attempts = 0) => ids.map((id) => ({ body: envelope(id, attempts), context: {}, messageId: `m-${id}` }));
 
 describe("store answers the engine refuses", () => {

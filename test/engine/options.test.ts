@@ -10,8 +10,9 @@ import { InvalidOptionError } from "../../src/errors.js";
 import type { EngineEvent, RunInfo } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { caught } from "../support/caught.js";
+import { envelopeBody } from "../support/envelopes.js";
 
-const body = (id: string) => JSON.stringify({ job: "urn:babel:options", trace_id: `trace-${id}`, data: { id }, meta: { id, schema_version: 1 }, attempts: 0 });
+const body = (id: string) => envelopeBody(id, { job: "urn:babel:options" });
 const one = (id = "a") => [{ body: body(id), context: {} }];
 
 function refusal(make: () => unknown): [string, string] {
@@ -74,7 +75,7 @@ describe("the fingerprint switch", () => {
     expect(record?.fingerprint).toBeUndefined();
     // Not compared either: another payload under the same id is a plain duplicate.
     const [again] = await new BatchEngine(withPrint, () => {}, { fingerprint: false }).process([
-      { body: JSON.stringify({ job: "urn:babel:other", trace_id: "t", data: { other: 1 }, meta: { id: "a", schema_version: 1 }, attempts: 0 }), context: {} },
+      { body: envelopeBody("a", { job: "urn:babel:other", traceId: "t", data: { other: 1 } }), context: {} },
     ]);
     expect(again?.status).toBe("duplicate");
   });

@@ -19,9 +19,9 @@ import { invoke, lanesOf, runLanes } from "../../src/engine/run.js";
 import type { Delivery, Item } from "../../src/engine/types.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { claimingView, seenSetView } from "../support/store-views.js";
+import { envelopeBody } from "../support/envelopes.js";
 
-const body = (id: string, extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ job: "urn:babel:phases", trace_id: `trace-${id}`, data: { id }, meta: { id, schema_version: 1 }, attempts: 0, ...extra });
+const body = (id: string, extra: Record<string, unknown> = {}) => envelopeBody(id, { job: "urn:babel:phases", extra });
 
 /** What the phases read: the engine's settings, and the batch's `emit`. */
 type PhaseDeps<M> = EngineSettings<M, object> & { readonly emit: (event: EngineEvent) => void };

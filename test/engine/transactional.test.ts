@@ -18,6 +18,7 @@ import { seededRandom } from "../../scripts/storm.js";
 import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
 import { PostgresStore, createIdempotencyTable as createPgTable } from "../../entry/postgres.js";
 import { type SimulationReport, formatSimulationTable, formatWindowTable, simulate } from "../reliability/simulate.js";
+import { envelopeBody } from "../support/envelopes.js";
 
 const pool = new pg.Pool({ connectionString: inject("postgresUrl"), max: 40 });
 pool.on("error", () => {});
@@ -38,7 +39,7 @@ afterAll(async () => {
 });
 
 function envelope(id: string): string {
-  return JSON.stringify({ job: "urn:babel:tx:effect", trace_id: `t-${id}`, data: { id }, meta: { id, schema_version: 1 }, attempts: 0 });
+  return envelopeBody(id, { job: "urn:babel:tx:effect", traceId: `t-${id}` });
 }
 
 /** Effect rows per id, from Postgres. */

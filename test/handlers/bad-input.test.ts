@@ -17,17 +17,12 @@ import { InMemoryStore } from "../../src/memory-store.js";
 import { queueHandler, type QueueMessageLike } from "../../handlers/cloudflare-queue.js";
 import { sqsHandler } from "../../handlers/lambda-sqs.js";
 import { lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
+import { envelope } from "../support/envelopes.js";
 
 const SECRET = "PAYLOAD-SECRET-7f3a";
 
 function good(id: string): Record<string, unknown> {
-  return {
-    job: "urn:babel:test:good",
-    trace_id: "t-1",
-    data: { card: SECRET },
-    meta: { id, queue: "q", lang: "node", schema_version: 1, created_at: 1 },
-    attempts: 0,
-  };
+  return envelope(id, { job: "urn:babel:test:good", traceId: "t-1", data: { card: SECRET }, meta: { queue: "q", lang: "node", created_at: 1 } });
 }
 
 const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);

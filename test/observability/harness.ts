@@ -15,19 +15,14 @@ import { BatchEngine, type EngineOptions, type EngineEvent as CurrentEngineEvent
 import type { Envelope } from "../../src/envelope.js";
 import type { EngineEvent, RunInterceptor, StoreStep } from "../../src/events.js";
 import type { BatchObservation } from "../../src/observability/index.js";
+import { envelopeBody } from "../support/envelopes.js";
 
 let counter = 0;
 
 /** A BabelQueue envelope as JSON text. */
 export function body(id: string | undefined, data: Record<string, unknown> = {}, traceId?: string): string {
   counter += 1;
-  return JSON.stringify({
-    job: "urn:babel:test:observed",
-    trace_id: traceId ?? `trace-${counter}`,
-    data,
-    meta: { ...(id === undefined ? {} : { id }), queue: "orders", lang: "node", schema_version: 1, created_at: 0 },
-    attempts: 0,
-  });
+  return envelopeBody(id, { job: "urn:babel:test:observed", traceId: traceId ?? `trace-${counter}`, data, meta: { queue: "orders", lang: "node", created_at: 0 } });
 }
 
 /** A synthetic `result` event. */

@@ -6,6 +6,7 @@
  */
 import type { Store } from "../../src/contract.js";
 import { BatchEngine } from "../../src/engine/index.js";
+import { envelopeBody } from "../support/envelopes.js";
 
 export interface RaceOutcome {
   rounds: number;
@@ -24,13 +25,7 @@ export async function raceDeliveries(store: Store, rounds: number, deliveriesPer
   let parked = 0;
   for (let round = 0; round < rounds; round += 1) {
     const id = `race-${tag}-${round}`;
-    const body = JSON.stringify({
-      job: "urn:babel:reliability:race",
-      trace_id: `trace-${id}`,
-      data: {},
-      meta: { id, queue: "race", lang: "node", schema_version: 1, created_at: round },
-      attempts: 0,
-    });
+    const body = envelopeBody(id, { job: "urn:babel:reliability:race", data: {}, meta: { queue: "race", lang: "node", created_at: round } });
     let runs = 0;
     const results = await Promise.all(
       Array.from({ length: deliveriesPerRound }, async () => {
