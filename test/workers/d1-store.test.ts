@@ -8,9 +8,10 @@ import { applyD1Migrations, type D1Migration } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { FenceLostError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
-import { D1Store, type D1StoreOptions, d1IdempotencyTableSql } from "../../stores/d1.js";
+import { D1Store, type D1StoreOptions, type D1Transaction, d1IdempotencyTableSql } from "../../stores/d1.js";
 import migration from "../../migrations/0001_babelqueue_idempotency.sql?raw";
 import { testStore } from "../stores/contract.js";
+import { testTransactionalStore } from "../stores/transactional-contract.js";
 
 const bindings = env as unknown as { DB: D1Database; TEST_MIGRATIONS: D1Migration[] };
 const db = bindings.DB;
@@ -210,38 +211,6 @@ describe("D1Store transactional mode", () => {
     expect((await s.inspect(messageId))?.status).toBe("in-flight");
   });
 
-  it("50 concurrent deliveries of one id, leases expiring under slow handlers, produce ONE effect row", async () => {
-    const s = store();
-    const messageId = `tx-race-${namespace()}`;
-    let fenceLost = 0;
-    let attempts = 0;
-    const deliver = async (delivery: number): Promise<void> => {
-      for (;;) {
-        const claim = await s.claim(messageId, 60);
-        if (claim.status === "done") return;
-        if (claim.status === "in-flight") {
-          await sleep(Math.max(5, claim.retryAfterMs));
-          continue;
-        }
-        try {
-          await s.transact({ id: messageId, token: claim.token }, async (tx) => {
-            attempts += 1;
-            tx.add(effect(messageId, `delivery-${delivery}`));
-            // The first owner, and every third delivery, outlive their 60 ms lease: their commit must fail.
-            await sleep(attempts === 1 || delivery % 3 === 0 ? 120 : 1);
-          });
-          return;
-        } catch (error) {
-          if (!(error instanceof FenceLostError)) throw error;
-          fenceLost += 1;
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: 50 }, (_, i) => deliver(i)));
-    expect(await effectsOf(messageId)).toHaveLength(1);
-    expect(fenceLost).toBeGreaterThanOrEqual(1);
-    expect((await s.claim(messageId)).status).toBe("done");
-  });
 
   it("after a transient error (mock: D1 cannot lose a connection locally) reads the row back: committed → done, else resends", async () => {
     const lostAfter: string[] = [];
@@ -267,4 +236,12 @@ describe("D1Store transactional mode", () => {
     await expect(never.transact(c, async (tx) => tx.add(effect(c.id, "never")))).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await effectsOf(c.id)).toEqual([]);
   });
+});
+
+testTransactionalStore<D1Transaction>("D1Store", {
+  make: (namespace) => new D1Store(db, { namespace }),
+  write: (tx, id, tag) => void tx.add(db.prepare("INSERT INTO d1_effects (message_id, note) VALUES (?, ?)").bind(id, tag)),
+  effects: async (id) =>
+    ((await db.prepare("SELECT note FROM d1_effects WHERE message_id = ? ORDER BY note").bind(id).all<{ note: string }>()).results ?? []).map((row) => row.note),
+  raceLeaseMs: 60,
 });

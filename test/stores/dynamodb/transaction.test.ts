@@ -6,6 +6,7 @@
  */
 import { CreateTableCommand, DynamoDBClient, GetItemCommand, QueryCommand, type TransactWriteItemsCommandInput } from "@aws-sdk/client-dynamodb";
 import { beforeAll, describe, expect, inject, it } from "vitest";
+import { testTransactionalStore } from "../transactional-contract.js";
 import type { FencedClaim } from "../../../src/contract.js";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../../src/errors.js";
 import { storeKey } from "../../../src/store-kit/keys.js";
@@ -235,39 +236,6 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
     expect(await effectsOf(claim.id)).toEqual(["a"]);
   });
 
-  it("50 concurrent deliveries of one id, leases expiring under slow handlers, produce ONE effect item", async () => {
-    const { store, transact } = setup();
-    const messageId = `race-${suffix}`;
-    let fenceLost = 0;
-    let attempts = 0;
-    const deliver = async (delivery: number): Promise<void> => {
-      for (;;) {
-        const claim = await store.claim(messageId, 150);
-        if (claim.status === "done") return;
-        if (claim.status === "in-flight") {
-          await new Promise((resolve) => setTimeout(resolve, Math.max(10, claim.retryAfterMs)));
-          continue;
-        }
-        try {
-          await transact({ id: messageId, token: claim.token }, async (tx) => {
-            attempts += 1;
-            putEffect(tx, messageId, `delivery-${delivery}`);
-            // The first owner, and every third delivery, outlive their 150 ms lease: their commit must fail.
-            await new Promise((resolve) => setTimeout(resolve, attempts === 1 || delivery % 3 === 0 ? 250 : 1));
-          });
-          return;
-        } catch (error) {
-          if (!(error instanceof FenceLostError)) throw error;
-          fenceLost += 1;
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: 50 }, (_, i) => deliver(i)));
-    expect(await effectsOf(messageId)).toHaveLength(1);
-    expect(fenceLost).toBeGreaterThanOrEqual(1);
-    expect((await store.claim(messageId)).status).toBe("done");
-  }, 60_000);
-
   it("resends a transaction cancelled by conflicts with a new ClientRequestToken, then gives up (mock: DynamoDB Local does not produce TransactionConflict on demand)", async () => {
     const conflicted = (times: number) => {
       const requestClient = new DynamoDBClient(localClientConfig(endpoint));
@@ -307,4 +275,11 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
     expect(String((failure as Error).message)).toMatch(/TransactionConflict.*3 attempts/);
     expect(await effectsOf(other.id)).toEqual([]);
   });
+});
+
+testTransactionalStore<DynamoDBTransaction>("DynamoDBStore", {
+  make: (namespace) => new DynamoDBStore({ table, namespace, client }),
+  write: (tx, id, tag) => void putEffect(tx, id, tag),
+  effects: effectsOf,
+  raceLeaseMs: 150,
 });

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../../src/errors.js";
 import { type PgPoolLike, type PgQueryable, PostgresStore, type PostgresStoreOptions, createIdempotencyTable, idempotencyTableSql } from "../../../entry/postgres.js";
 import { testStore } from "../contract.js";
+import { testTransactionalStore } from "../transactional-contract.js";
 
 const url = inject("postgresUrl");
 const pool = new pg.Pool({ connectionString: url, max: 30 });
@@ -304,40 +305,6 @@ describe("PostgresStore transactional mode", () => {
     expect((await s.claim(messageId)).status).toBe("done");
   });
 
-  it("50 concurrent deliveries of one id, leases expiring under slow handlers, produce ONE effect row", async () => {
-    for (let round = 0; round < 3; round += 1) {
-      const s = store();
-      const messageId = `tx-race-${namespace()}`;
-      let fenceLost = 0;
-      let attempts = 0;
-      const deliver = async (delivery: number): Promise<void> => {
-        for (;;) {
-          const claim = await s.claim(messageId, 40);
-          if (claim.status === "done") return;
-          if (claim.status === "in-flight") {
-            await new Promise((resolve) => setTimeout(resolve, Math.max(5, claim.retryAfterMs)));
-            continue;
-          }
-          try {
-            await s.transact({ id: messageId, token: claim.token }, async (tx) => {
-              await insertEffect(tx, messageId, `delivery-${delivery}`);
-              // The first owner, and every third delivery, outlive their 40 ms lease: their commit must fail.
-              attempts += 1;
-              await new Promise((resolve) => setTimeout(resolve, attempts === 1 || delivery % 3 === 0 ? 80 : 5));
-            });
-            return;
-          } catch (error) {
-            if (!(error instanceof FenceLostError)) throw error;
-            fenceLost += 1;
-          }
-        }
-      };
-      await Promise.all(Array.from({ length: 50 }, (_, i) => deliver(i)));
-      expect(await effectsOf(messageId)).toHaveLength(1);
-      expect((await s.claim(messageId)).status).toBe("done");
-      expect(fenceLost).toBeGreaterThanOrEqual(1);
-    }
-  });
 
   it("re-runs the whole transaction after a real serialization failure (SERIALIZABLE write skew)", async () => {
     const s = store({ isolation: "serializable" });
@@ -450,4 +417,12 @@ describe("PostgresStore transactional mode", () => {
     expect((await s.inspect("other-message"))?.status).toBe("in-flight");
     expect(await effectsOf(messageId)).toEqual([]);
   });
+});
+
+testTransactionalStore<pg.PoolClient>("PostgresStore", {
+  make: (namespace) => new PostgresStore<pg.PoolClient>({ pool, namespace }),
+  write: async (tx, id, tag) => void (await tx.query("INSERT INTO effects (message_id, note) VALUES ($1, $2)", [id, tag])),
+  effects: async (id) => (await pool.query("SELECT note FROM effects WHERE message_id = $1 ORDER BY note", [id])).rows.map((row) => row.note as string),
+  raceLeaseMs: 40,
+  raceRounds: 3,
 });
