@@ -40,6 +40,8 @@ export interface Backends {
   /** The Upstash REST URL (through the delay proxy) and token. */
   readonly upstash: { readonly url: string; readonly token: string };
   readonly bridge: UpstashBridge;
+  /** Endpoints through the delay proxies, for clients made elsewhere (the fleet's worker threads). */
+  readonly endpoints: { readonly dynamodb: string; readonly redis: string };
   stop(): Promise<void>;
 }
 
@@ -111,6 +113,7 @@ export async function startBackends(delayMs: number): Promise<Backends> {
       },
       upstash: { url: `http://127.0.0.1:${bridgeProxy.port}`, token },
       bridge,
+      endpoints: { dynamodb: `http://127.0.0.1:${dynamoProxy.port}`, redis: `redis://127.0.0.1:${redisProxy.port}` },
       stop,
     };
   } catch (error) {

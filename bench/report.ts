@@ -11,6 +11,8 @@
  */
 import { type WindowFigures, renderWindow } from "./window.js";
 import { type TransactionalFigure, renderTransactional } from "./transactional.js";
+import type { FleetResults } from "./fleet/fleet.js";
+import { renderFleet } from "./fleet/report.js";
 import type { BundleFigure } from "./bundle.js";
 import type { ImportFigure } from "./import-time.js";
 import type { OverheadFigures } from "./overhead.js";
@@ -44,6 +46,8 @@ export interface BenchResults {
   readonly overhead: OverheadFigures;
   readonly bundles: readonly BundleFigure[];
   readonly imports: readonly ImportFigure[];
+  /** A fleet of consumers on one store (absent in older reports). */
+  readonly fleet?: FleetResults;
 }
 
 /** One row of the key table and the chart. */
@@ -309,9 +313,10 @@ export function renderMarkdown(results: BenchResults): string {
   out.push("");
   out.push(renderWindow(results.window, facts.delayMs));
   out.push(renderTransactional(results.transactional, facts.delayMs));
+  out.push(renderFleet(results.fleet, facts.delayMs));
   out.push("## Re-running");
   out.push("");
-  out.push("`npm run bench` (needs Java for DynamoDB Local and `redis-server` on PATH, like the tests; it starts and stops its own backends on loopback). `BENCH_ROUNDS`, `BENCH_DELAY_MS`, `BENCH_IMPORT_SAMPLES` and `BENCH_OVERHEAD_BATCHES` override the defaults; `npx tsx bench/run.ts --report-only` re-renders this page and the chart from the raw figures in [results.json](results.json).");
+  out.push("`npm run bench` (needs Java for DynamoDB Local and `redis-server` on PATH, like the tests; it starts and stops its own backends on loopback). `BENCH_ROUNDS`, `BENCH_DELAY_MS`, `BENCH_IMPORT_SAMPLES`, `BENCH_OVERHEAD_BATCHES`, `BENCH_FLEET_SIZES` (e.g. `1,8,32`) and `BENCH_FLEET_MESSAGES` override the defaults; `npx tsx bench/run.ts --report-only` re-renders this page and the chart from the raw figures in [results.json](results.json).");
   out.push("");
   return out.join("\n");
 }

@@ -6,12 +6,14 @@
  *   3. DynamoDB Local, redis-server and the Upstash REST bridge, each behind a delay proxy:
  *      store requests and wall time per batch of 1 / 10 / 100 new messages and of 10 duplicates;
  *   4. cost: billed units (DynamoDB RRU / WRU, Upstash commands, Durable Object requests and SQLite
- *      rows in workerd) and dollars per million messages on 10 new, 10 duplicates and a redelivery storm.
+ *      rows in workerd) and dollars per million messages on 10 new, 10 duplicates and a redelivery storm;
+ *   5. a fleet: P concurrent consumers on one store (bench/fleet/), ours and Powertools side by side.
  * Writes bench/results/report.md, chart.svg and results.json. Starts and stops its own backends
  * (loopback only); exits non-zero if a kit got an outcome wrong or a backend would not start.
  *
  * Knobs (environment): BENCH_ROUNDS (default 9), BENCH_DELAY_MS (default 5),
- * BENCH_IMPORT_SAMPLES (default 15), BENCH_OVERHEAD_BATCHES (default 300).
+ * BENCH_IMPORT_SAMPLES (default 15), BENCH_OVERHEAD_BATCHES (default 300), BENCH_FLEET_SIZES (default
+ * "1,8,32,64"; empty skips the fleet), BENCH_FLEET_MESSAGES (default 2000).
  * `npx tsx bench/run.ts --report-only` re-renders report.md and chart.svg from results.json.
  *
  * What this is *not*: part of `npm test`.
@@ -30,6 +32,7 @@ import { measureTransactional } from "./transactional.js";
 import { measureCosts } from "./cost-runs.js";
 import { measureDurableObjectCosts } from "./cost-do.js";
 import { PRICES_CHECKED } from "./prices.js";
+import { type FleetResults, measureFleet } from "./fleet/fleet.js";
 
 function knob(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -79,6 +82,13 @@ async function measure(): Promise<BenchResults> {
   let window: BenchResults["window"];
   let transactional: BenchResults["transactional"];
   let costFigures: Awaited<ReturnType<typeof measureCosts>> | undefined;
+  let fleet: FleetResults | undefined;
+  const fleetSizes = (process.env.BENCH_FLEET_SIZES ?? "1,8,32,64")
+    .split(",")
+    .map((size) => size.trim())
+    .filter((size) => size !== "")
+    .map(Number);
+  if (fleetSizes.some((size) => !Number.isSafeInteger(size) || size < 1)) throw new Error("BENCH_FLEET_SIZES must be a list of positive integers");
   try {
     step(`DynamoDB: ${rounds} rounds`);
     dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);
@@ -89,6 +99,7 @@ async function measure(): Promise<BenchResults> {
     transactional = await measureTransactional(backends, rounds);
     step("cost: billed units on DynamoDB and Redis");
     costFigures = await measureCosts(backends);
+    if (fleetSizes.length > 0) fleet = await measureFleet(backends, fleetSizes, Math.max(100, Math.round(knob("BENCH_FLEET_MESSAGES", 2000))), step);
   } finally {
     await backends.stop();
   }
@@ -127,6 +138,7 @@ async function measure(): Promise<BenchResults> {
     // Where the bundles were written is this machine's business, not the report's.
     bundles: bundles.map(({ file: _file, ...figure }) => figure),
     imports,
+    ...(fleet === undefined ? {} : { fleet }),
   };
   return results;
 }
