@@ -100,6 +100,35 @@ describe("DurableObjectStore: Durable Object calls per batch", () => {
   }
 });
 
+describe("DurableObjectStore: clocks", () => {
+  it("sends the objects durations, never deadlines: the lease and retention are reckoned by the object's clock", async () => {
+    const counter = countingBinding();
+    const sent: unknown[][] = [];
+    const binding: IdempotencyNamespace = {
+      idFromName: (name) => counter.binding.idFromName(name),
+      get: (id) => {
+        const shard = counter.binding.get(id);
+        return {
+          ...shard,
+          claim: (keys, leaseMs, fingerprints) => (sent.push(["claim", leaseMs]), shard.claim(keys, leaseMs, fingerprints)),
+          remember: (keys, retentionMs, fingerprints) => (sent.push(["remember", retentionMs]), shard.remember(keys, retentionMs, fingerprints)),
+        };
+      },
+    };
+    const store = new DurableObjectStore(binding, { namespace: `clock-${Date.now()}`, retentionMs: 123_456 });
+    const claim = await store.claim("c", 4_321);
+    await store.remember("c");
+    expect(sent).toEqual([
+      ["claim", 4_321],
+      ["remember", 123_456],
+    ]);
+    expect(claim.status).toBe("claimed");
+    const record = await store.inspect("c");
+    expect(record?.retentionLeftMs).toBeGreaterThan(120_000);
+    expect(record?.retentionLeftMs).toBeLessThanOrEqual(123_456);
+  });
+});
+
 describe("DurableObjectStore: fingerprints", () => {
   it("claims with fingerprints in one call per shard, and inspects in one call", async () => {
     const counter = countingBinding();
