@@ -383,8 +383,8 @@ export class DurableObjectStore implements ClaimingStore {
   /**
    * Releases each claim where it is held. A pair token (a claim made in a migration window) is
    * released in the previous owner first and, only if that half was this token's, in the owner: a
-   * token that is not exactly the claim's never removes either half. A plain token is sent to every
-   * object the key lives in (only the object that issued it matches). Throws when any shard failed,
+   * token that is not exactly the claim's never removes either half. Any other token is sent whole to
+   * every object the key lives in (only the object that issued it matches). Throws when any shard failed,
    * once all have answered.
    */
   async #releaseKeys(refs: readonly ShardClaimRef[]): Promise<boolean[]> {
@@ -396,8 +396,9 @@ export class DurableObjectStore implements ClaimingStore {
       const split = tokens[i] as ReturnType<typeof splitToken>;
       const placement = this.placementOf(ref.key);
       if (paired[i]) return [requests.push({ shard: placement.previous as number, item: { key: ref.key, token: split.previous } }) - 1];
-      const mine = [requests.push({ shard: placement.owner, item: { key: ref.key, token: split.owner } }) - 1];
-      if (placement.previous !== undefined) mine.push(requests.push({ shard: placement.previous, item: { key: ref.key, token: split.owner } }) - 1);
+      // Sent whole: only a moved key's pair is ever split (the window store that claimed it is the one releasing it).
+      const mine = [requests.push({ shard: placement.owner, item: { key: ref.key, token: ref.token } }) - 1];
+      if (placement.previous !== undefined) mine.push(requests.push({ shard: placement.previous, item: { key: ref.key, token: ref.token } }) - 1);
       return mine;
     });
     const first = await this.#round<ShardClaimRef, boolean>("release", requests, (shard, batch) => shard.release(batch));
