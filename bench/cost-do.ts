@@ -2,7 +2,9 @@
  * BENCH — the cost section's Durable Object figures: bundles bench/fixtures/worker-do-cost.ts with
  * esbuild, runs it in workerd through Miniflare (a SQLite-backed `IdempotencyObject` binding, as
  * the README's wrangler.toml declares it), hands it the cost workloads, and prices what it counted.
- * Each workload gets one unbilled warm-up message first (schema creation, the first alarm).
+ * Each workload gets one unbilled warm-up message first (schema creation, the first alarm). Rows
+ * written include every `setAlarm` (Cloudflare bills each as a row written) and the sweep that
+ * deletes the workload's rows once they expire (run by the fixture as if 5 days had passed).
  *
  * What this is *not*: a comparison — Powertools has no Workers kit — nor a measure of duration
  * charges (GB-s), which depend on the deployed object's wall time, not on anything local.
@@ -49,7 +51,9 @@ export async function measureDurableObjectCosts(): Promise<CostFigure[]> {
           `DurableObjectStore on ${workload.name}: ${cost.runs} run(s) (expected ${workload.expectRuns}), ${cost.failures} failure(s) (expected ${workload.expectFailures}), ${cost.ranTwice} id(s) ran twice`,
         );
       }
-      const usd = dollars(PRICES.doRequest, cost.requests) + dollars(PRICES.doRowRead, cost.rowsRead) + dollars(PRICES.doRowWritten, cost.rowsWritten);
+      const rowsRead = cost.rowsRead + cost.sweepRowsRead;
+      const rowsWritten = cost.rowsWritten + cost.alarmsSet + cost.sweepRowsWritten;
+      const usd = dollars(PRICES.doRequest, cost.requests) + dollars(PRICES.doRowRead, rowsRead) + dollars(PRICES.doRowWritten, rowsWritten);
       return {
         backend: "Durable Objects",
         kit: "ours",
@@ -57,7 +61,14 @@ export async function measureDurableObjectCosts(): Promise<CostFigure[]> {
         messages: workload.messages,
         deliveries: deliveriesOf(workload),
         requests: cost.requests,
-        units: { doRequests: cost.requests, rowsRead: cost.rowsRead, rowsWritten: cost.rowsWritten, alarmsSet: cost.alarmsSet },
+        units: {
+          doRequests: cost.requests,
+          rowsRead: cost.rowsRead,
+          rowsWritten: cost.rowsWritten,
+          alarmsSet: cost.alarmsSet,
+          sweepRowsRead: cost.sweepRowsRead,
+          sweepRowsWritten: cost.sweepRowsWritten,
+        },
         usd,
         usdPerMillionMessages: (usd / workload.messages) * 1_000_000,
       } satisfies CostFigure;

@@ -92,7 +92,7 @@ export function renderCostSection(cost: CostResults | undefined): string[] {
     "Billed units counted the way each service bills them, on the same batches for every kit, then priced at the providers' published on-demand rates (no free tier). " +
       "**DynamoDB**: read and write request units by DynamoDB's documented rules (1 WRU per started KB written, failed conditional writes included; 1 RRU per started 4 KB read consistently, missing items included); every request also asks for `ReturnConsumedCapacity: TOTAL`, and DynamoDB Local's reported figure is shown beside — it agrees except that Local reports nothing for a failed conditional write and 0 for a key a `BatchGetItem` does not find, both of which DynamoDB bills. " +
       "**Upstash**: commands, read from the Redis server's `INFO commandstats`, which counts the commands a script runs as well as the `EVALSHA` itself — Upstash bills exactly that (its docs: `EVAL, INCR, PEXPIRE` = 3 commands; every command of a pipeline or transaction). " +
-      "**Durable Objects**: requests (every RPC call on a stub) and SQLite rows read and written, from workerd's own cursor counters (Miniflare); duration (GB-s) is not measured. Powertools has no Workers kit.",
+      "**Durable Objects**: requests (every RPC call on a stub) and SQLite rows read and written, from workerd's own cursor counters (Miniflare), plus one row written per `setAlarm` and the rows the alarm's sweep reads and writes when it deletes the workload's rows after their retention (Cloudflare bills deletes as rows written); duration (GB-s) is not measured. Powertools has no Workers kit.",
   );
   out.push("");
   out.push(`Prices (checked ${cost.pricesChecked}):`);
@@ -138,6 +138,7 @@ export function renderCostSection(cost: CostResults | undefined): string[] {
     unitTable(cost, "Durable Objects", [
       { head: "rows read / written", cell: (f) => units(f, "rowsRead", "rowsWritten") },
       { head: "setAlarm", cell: (f) => units(f, "alarmsSet") },
+      { head: "sweep, after retention: rows read / written", cell: (f) => units(f, "sweepRowsRead", "sweepRowsWritten") },
     ]),
   );
   out.push("");
@@ -146,7 +147,7 @@ export function renderCostSection(cost: CostResults | undefined): string[] {
   const list = notCheaper(cost);
   out.push(...(list.length > 0 ? list : ["- Ours is cheaper on every workload and store compared."]));
   out.push(
-    "- **Durable Objects:** no Powertools counterpart. Rows written dominate (DO SQLite bills $1.00 per million rows written and $0.001 per million read): a duplicate costs one row read and nothing written, while a new message writes its row and the table's indexes at the claim and again at the commit. Requests are one per batch step, whatever the batch size.",
+    "- **Durable Objects:** no Powertools counterpart. Rows written dominate (DO SQLite bills $1.00 per million rows written and $0.001 per million read): a duplicate costs one row read and nothing written; a new message writes its row once at the claim and once at the commit (a `WITHOUT ROWID` table with no secondary index), and the sweep deletes it (one more row written) after its retention. Requests are one per batch step, whatever the batch size.",
   );
   out.push(
     "- **Left out:** storage (all kits keep one small item per id for the retention window; Powertools' items also hold the handler's result), data transfer, free tiers, Lambda / Worker compute.",

@@ -16,6 +16,10 @@
  * is exact; KV's `expirationTtl` (never below KV's 60-second minimum) only reclaims the space.
  * `recallMany` answers seen + fingerprint from the same one bulk read `seenMany` makes.
  *
+ * Clock: the retention deadline is written from the committing Worker's `Date.now()` and checked
+ * against the reading Worker's; KV's own clock only applies `expirationTtl`. There is no lease to
+ * break (no claim), and a Worker whose clock is off by s only moves the end of a retention by s.
+ *
  * What this is *not*: a lock, a claim, or read-your-writes across locations.
  */
 import type { IdRecord, Recall, Store, StoreWindows } from "../src/contract.js";

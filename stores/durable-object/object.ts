@@ -3,75 +3,54 @@
  * imports `cloudflare:workers`, so it lives apart from the store: a program that only calls the store
  * never loads the Workers runtime module.
  *
- * One SQLite row per store key — status (`in-flight` | `done`), fencing token, lease deadline,
- * retention deadline, payload fingerprint — and every RPC method takes a whole batch and runs it as
- * one synchronous SQLite transaction, so of any number of concurrent callers exactly one gets
- * `claimed`, and a claim's fingerprint is written in the same transaction as the claim. Expiry is
- * decided on every call (an expired lease can be re-claimed, an expired retention is not "done");
- * an alarm deletes expired rows and re-arms for the next deadline.
+ * One SQLite row per store key (table.ts: a `WITHOUT ROWID` table with no secondary index — status,
+ * fencing token, one deadline, payload fingerprint), and every RPC method takes a whole batch and
+ * runs it as one synchronous SQLite transaction, so of any number of concurrent callers exactly one
+ * gets `claimed`, and a claim's fingerprint is written in the same transaction as the claim. Expiry
+ * is decided on every call (an expired lease can be re-claimed, an expired retention is not "done"),
+ * by the object's own clock (`Date.now()` inside the object): callers pass durations, never
+ * deadlines, so a caller's clock plays no part in any window. An alarm sweeps expired rows (sweep.ts):
+ * armed by the first write when none is scheduled, then re-armed by each sweep while rows remain.
  *
- * Tables created before fingerprints existed get the `fingerprint` column on the object's first
- * call (`ALTER TABLE ... ADD COLUMN`, a metadata-only change in SQLite); their rows read as having none.
+ * Rows written (what Cloudflare bills, per workerd's `rowsWritten`): 1 per claim, 1 per commit, 1
+ * per release, and 1 when the sweep deletes the row; a duplicate writes nothing. Objects created by
+ * earlier versions keep their old table readable until it drains (table.ts).
  *
  * What this is *not*: callable with raw ids. Its methods take store keys built by
  * `DurableObjectStore`, and are meant to be called only through it.
  *
  * Types: this file is also compiled with the package's Node program (where `cloudflare:workers` is
  * untyped), so it describes the few runtime members it touches structurally (the `...Like`
- * interfaces below). The real `DurableObjectState` satisfies them.
+ * interfaces). The real `DurableObjectState` satisfies them.
  */
 // @ts-ignore -- "cloudflare:workers" exists only in workerd (and in programs typed with @cloudflare/workers-types).
 import { DurableObject } from "cloudflare:workers";
 import { checkFingerprints, withFingerprint } from "../../src/store-kit/fingerprints.js";
 import { checkMs } from "../../src/store-kit/windows.js";
 import type { ShardClaim, ShardClaimRef, ShardRecord } from "./store.js";
-
-/** The SQLite cursor members the object uses. */
-interface SqlCursorLike<Row> {
-  toArray(): Row[];
-  one(): Row;
-}
+import { Sweeper } from "./sweep.js";
+import { RecordTable, type SqlLike, type StoredRow } from "./table.js";
 
 /** The slice of `DurableObjectState` the object uses. */
 export interface IdempotencyObjectState {
   readonly storage: {
-    readonly sql: { exec<Row = Record<string, string | number | null>>(query: string, ...bindings: unknown[]): SqlCursorLike<Row> };
+    readonly sql: SqlLike;
     transactionSync<T>(closure: () => T): T;
     getAlarm(): Promise<number | null>;
     setAlarm(scheduledTime: number | Date): Promise<void>;
   };
 }
 
-interface EntryRow {
-  status: "in-flight" | "done";
-  token: string | null;
-  lease_until: number | null;
-  retain_until: number | null;
-  /** NULL for none (and for every row written before the column existed). */
-  fingerprint: string | null;
-}
-
-const SCHEMA = [
-  `CREATE TABLE IF NOT EXISTS entries (
-     key TEXT PRIMARY KEY,
-     status TEXT NOT NULL CHECK (status IN ('in-flight', 'done')),
-     token TEXT,
-     lease_until INTEGER,
-     retain_until INTEGER,
-     fingerprint TEXT
-   )`,
-  // The row's one live deadline: the lease while in flight, the retention once done.
-  `CREATE INDEX IF NOT EXISTS entries_by_deadline ON entries (COALESCE(retain_until, lease_until))`,
-];
-const DEADLINE = "COALESCE(retain_until, lease_until)";
-/** Added to tables created before fingerprints existed. */
-const ADD_FINGERPRINT = "ALTER TABLE entries ADD COLUMN fingerprint TEXT";
-
 function checkKeys(keys: unknown): string[] {
   if (!Array.isArray(keys) || !keys.every((key) => typeof key === "string")) {
     throw new TypeError("keys must be an array of strings");
   }
   return keys as string[];
+}
+
+/** A row that still counts at `now`: its lease or retention has not passed. */
+function live(row: StoredRow | undefined, now: number): row is StoredRow {
+  return row !== undefined && Number(row.deadline) > now;
 }
 
 /**
@@ -90,7 +69,8 @@ function checkKeys(keys: unknown): string[] {
  * meant to be called only through `DurableObjectStore`.
  */
 export class IdempotencyObject extends DurableObject {
-  #schemaReady = false;
+  readonly #table = new RecordTable(() => this.#state.storage.sql);
+  readonly #sweeper = new Sweeper(this.#table);
   /** The alarm we know is scheduled: a time, null for none, undefined before we asked. */
   #alarmAt: number | null | undefined = undefined;
 
@@ -98,29 +78,15 @@ export class IdempotencyObject extends DurableObject {
     return (this as unknown as { ctx: IdempotencyObjectState }).ctx;
   }
 
-  #sql<Row>(query: string, ...bindings: unknown[]): SqlCursorLike<Row> {
-    const storage = this.#state.storage;
-    if (!this.#schemaReady) {
-      for (const statement of SCHEMA) storage.sql.exec(statement);
-      try {
-        storage.sql.exec("SELECT fingerprint FROM entries LIMIT 0");
-      } catch {
-        storage.sql.exec(ADD_FINGERPRINT);
-      }
-      this.#schemaReady = true;
-    }
-    return storage.sql.exec<Row>(query, ...bindings);
-  }
-
-  #row(key: string): EntryRow | undefined {
-    return this.#sql<EntryRow>("SELECT status, token, lease_until, retain_until, fingerprint FROM entries WHERE key = ?", key).toArray()[0];
-  }
-
-  /** Makes sure an alarm fires no later than `deadline` (only ever moves it earlier). */
+  /**
+   * Makes sure an alarm is scheduled, at `deadline` when there is none. An alarm already scheduled
+   * is left alone, even a later one: expired rows are absent to every read, so sweeping sooner
+   * would buy nothing, and every `setAlarm` is a row written.
+   */
   async #armAlarm(deadline: number): Promise<void> {
     const storage = this.#state.storage;
     if (this.#alarmAt === undefined) this.#alarmAt = await storage.getAlarm();
-    if (this.#alarmAt !== null && this.#alarmAt <= deadline) return;
+    if (this.#alarmAt !== null) return;
     this.#alarmAt = deadline;
     await storage.setAlarm(deadline);
   }
@@ -138,19 +104,13 @@ export class IdempotencyObject extends DurableObject {
     let claimedAny = false;
     const answers = this.#state.storage.transactionSync(() =>
       keys.map((key, i): ShardClaim => {
-        const row = this.#row(key);
-        if (row?.status === "done" && (row.retain_until ?? 0) > now) return { status: "done", ...withFingerprint(row.fingerprint) };
-        if (row?.status === "in-flight" && (row.lease_until ?? 0) > now) {
-          return { status: "in-flight", retryAfterMs: (row.lease_until as number) - now, ...withFingerprint(row.fingerprint) };
+        const row = this.#table.read(key);
+        if (live(row, now)) {
+          if (row.status === "done") return { status: "done", ...withFingerprint(row.fingerprint) };
+          return { status: "in-flight", retryAfterMs: Number(row.deadline) - now, ...withFingerprint(row.fingerprint) };
         }
         const token = crypto.randomUUID();
-        this.#sql(
-          "INSERT OR REPLACE INTO entries (key, status, token, lease_until, retain_until, fingerprint) VALUES (?, 'in-flight', ?, ?, NULL, ?)",
-          key,
-          token,
-          leaseUntil,
-          stored[i] ?? null,
-        );
+        this.#table.claim(key, token, leaseUntil, stored[i] ?? null);
         claimedAny = true;
         return { status: "claimed", token };
       }),
@@ -171,16 +131,19 @@ export class IdempotencyObject extends DurableObject {
     const now = Date.now();
     const retainUntil = now + retentionMs;
     this.#state.storage.transactionSync(() => {
+      const legacy = this.#table.hasLegacy;
       keys.forEach((key, i) => {
-        this.#sql(
-          `INSERT INTO entries (key, status, token, lease_until, retain_until, fingerprint) VALUES (?, 'done', NULL, NULL, ?, ?)
-           ON CONFLICT (key) DO UPDATE SET status = 'done', token = NULL, lease_until = NULL, retain_until = excluded.retain_until,
-             fingerprint = COALESCE(excluded.fingerprint, CASE WHEN COALESCE(entries.retain_until, entries.lease_until) > ? THEN entries.fingerprint END)`,
-          key,
-          retainUntil,
-          given[i] ?? null,
-          now,
-        );
+        // A claim made before the upgrade lives in the legacy table: the commit moves it to the
+        // current one, with its fingerprint, so the legacy table drains.
+        let legacyFingerprint: string | null = null;
+        if (legacy) {
+          const row = this.#table.read(key);
+          if (row?.source === "entries") {
+            if (live(row, now)) legacyFingerprint = row.fingerprint;
+            this.#table.delete(key, "entries");
+          }
+        }
+        this.#table.commit(key, retainUntil, given[i] ?? null, now, legacyFingerprint);
       });
     });
     await this.#armAlarm(retainUntil);
@@ -196,12 +159,12 @@ export class IdempotencyObject extends DurableObject {
     return this.#state.storage.transactionSync(() =>
       claims.map((claim) => {
         const key = String(claim?.key);
-        const row = this.#row(key);
+        const row = this.#table.read(key);
         if (row === undefined || row.status !== "in-flight") return false;
-        const live = (row.lease_until ?? 0) > now;
-        if (live && row.token !== String(claim.token)) return false;
-        this.#sql("DELETE FROM entries WHERE key = ?", key);
-        return live;
+        const held = live(row, now);
+        if (held && row.token !== String(claim.token)) return false;
+        this.#table.delete(key, row.source);
+        return held;
       }),
     );
   }
@@ -211,8 +174,8 @@ export class IdempotencyObject extends DurableObject {
     checkKeys(keys);
     const now = Date.now();
     return keys.map((key) => {
-      const row = this.#row(key);
-      return row?.status === "done" && (row.retain_until ?? 0) > now;
+      const row = this.#table.read(key);
+      return live(row, now) && row.status === "done";
     });
   }
 
@@ -221,14 +184,12 @@ export class IdempotencyObject extends DurableObject {
     checkKeys(keys);
     const now = Date.now();
     return keys.map((key): ShardRecord => {
-      const row = this.#row(key);
-      if (row?.status === "done" && (row.retain_until ?? 0) > now) {
-        return { status: "done", retentionLeftMs: (row.retain_until as number) - now, ...withFingerprint(row.fingerprint) };
-      }
-      if (row?.status === "in-flight" && (row.lease_until ?? 0) > now) {
-        return { status: "in-flight", leaseLeftMs: (row.lease_until as number) - now, ...withFingerprint(row.fingerprint) };
-      }
-      return null;
+      const row = this.#table.read(key);
+      if (!live(row, now)) return null;
+      const left = Number(row.deadline) - now;
+      return row.status === "done"
+        ? { status: "done", retentionLeftMs: left, ...withFingerprint(row.fingerprint) }
+        : { status: "in-flight", leaseLeftMs: left, ...withFingerprint(row.fingerprint) };
     });
   }
 
@@ -236,30 +197,29 @@ export class IdempotencyObject extends DurableObject {
   forget(keys: string[]): void {
     checkKeys(keys);
     this.#state.storage.transactionSync(() => {
-      for (const key of keys) this.#sql("DELETE FROM entries WHERE key = ?", key);
+      for (const key of keys) this.#table.deleteEverywhere(key);
     });
   }
 
-  /** Live rows (in flight or done, deadline still ahead), for tests and metrics. */
+  /** Live rows (in flight or done, deadline still ahead), for tests and metrics. A full scan. */
   size(): number {
-    return Number(this.#sql<{ n: number }>(`SELECT COUNT(*) AS n FROM entries WHERE ${DEADLINE} > ?`, Date.now()).one().n);
+    return this.#table.live(Date.now());
   }
 
-  /** Every stored row, expired ones included (what the alarm has not swept yet), for tests. */
+  /** Every stored row, expired ones included (what the sweep has not deleted yet), for tests. */
   storedRows(): number {
-    return Number(this.#sql<{ n: number }>("SELECT COUNT(*) AS n FROM entries").one().n);
+    return this.#table.stored();
   }
 
-  /** The sweep: deletes rows whose deadline has passed, then re-arms for the next deadline. */
+  /** The sweep (sweep.ts): one chunk of the walk, then the next alarm — right away, later, or none. */
   // @ts-ignore -- `override` is required where "cloudflare:workers" is typed, and an error where it is not (the Node build).
   override async alarm(): Promise<void> {
-    const now = Date.now();
-    this.#sql(`DELETE FROM entries WHERE ${DEADLINE} <= ?`, now);
-    const next = this.#sql<{ next: number | null }>(`SELECT MIN(${DEADLINE}) AS next FROM entries`).one().next;
+    const storage = this.#state.storage;
     this.#alarmAt = null;
-    if (next !== null) {
-      this.#alarmAt = next;
-      await this.#state.storage.setAlarm(next);
+    const { nextAt } = this.#sweeper.run(Date.now(), (work) => storage.transactionSync(work));
+    if (nextAt !== null) {
+      this.#alarmAt = nextAt;
+      await storage.setAlarm(nextAt);
     }
   }
 }

@@ -7,20 +7,31 @@
  * A Durable Object runs one request at a time, and its SQLite storage answers synchronously, so
  * a whole batch step (claim 100 ids, say) runs inside one object as one atomic transaction: of
  * any number of concurrent callers exactly one gets `claimed`. Ids are spread over `shards`
- * objects by a hash of their key, and every batch step makes ONE RPC call per shard that holds
- * at least one of the batch's ids.
+ * objects by a hash of their key (placement.ts), and every batch step makes ONE RPC call per shard
+ * that holds at least one of the batch's ids (fan-out.ts).
  *
- * `IdempotencyObject` keeps one row per key — status (`in-flight` | `done`), fencing token, lease
- * deadline, retention deadline, payload fingerprint — and decides expiry itself on every call (an
- * expired lease can be re-claimed, an expired retention is not "done"). A claim's fingerprint is
- * written in the same call (and SQLite transaction) as the claim; `done` / `in-flight` answers carry
- * the stored one. An alarm deletes expired rows and re-arms for the next deadline, so storage stays
- * bounded without any external job.
+ * `IdempotencyObject` keeps one row per key and decides expiry itself on every call, by its own
+ * clock: the store sends durations (`leaseMs`, `retentionMs`), never deadlines, so no caller's clock
+ * can shorten or stretch a lease. A claim's fingerprint is written in the same call (and SQLite
+ * transaction) as the claim; `done` / `in-flight` answers carry the stored one. An alarm deletes
+ * expired rows, so storage stays bounded without any external job.
+ *
+ * Changing `shards`: with `previousShards` set to the old count, keys that move are looked up and
+ * claimed in both their old and their new object until the old count's records are dead — the
+ * migration window, whose rules and safety argument are in placement.ts. Without it, a change of
+ * `shards` (or of `objectName`) moves ids to objects that know nothing of them.
+ *
+ * Per-shard failures: one shard's call failing fails only the ids that shard holds (fan-out.ts).
+ * The contract's batch forms answer for a whole step, so a step with a failed id still throws
+ * `StoreUnavailableError` — but only after every other shard's call has finished: commits and
+ * releases that other shards made stand (a retried commit re-writes them, which is harmless), and a
+ * claim step that throws first releases the claims it won, so their redeliveries need not wait for
+ * the lease. `#claimOutcomes` already answers per id (a `failed` entry for a failed shard's ids):
+ * `claimsOrThrow` is the one place that turns that into a throw.
  *
  * What this is *not*: a cross-shard transaction (a batch step is atomic per shard, which is all
- * the contract asks: every id is decided in exactly one object), nor free to re-shard: changing
- * `shards` or `objectName` moves ids to other objects, so ids in flight or remembered under the
- * old layout are not seen under the new one until their retention has passed.
+ * the contract asks: every id is decided by exactly one object, or — for a moved key in the window —
+ * by the two objects in a fixed order).
  *
  * Types: the Workers runtime types (`@cloudflare/workers-types`) declare globals that clash with
  * Node's, and this file is also compiled with the package's Node program, so it describes the
@@ -28,12 +39,14 @@
  * satisfies it.
  */
 import type { Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
-import { InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
+import { type BabelQueueServerlessError, InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
+import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
-import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
+import { type Settled, type ShardRequest, fanOut, firstFailure } from "./fan-out.js";
+import { type Placement, pairToken, placeKey, shardOf, splitToken } from "./placement.js";
 
 const STORE_NAME = "DurableObjectStore";
 /** Keys longer than this (UTF-8 bytes, namespace included) keep a SHA-256 of the id instead: rows stay small. */
@@ -88,10 +101,20 @@ export interface DurableObjectStoreOptions extends StoreWindows {
    * How many objects the ids are spread over (hash of namespace + id). One object serialises
    * its calls, and a call carries a whole batch step, so 1 serves most consumers; raise it when
    * one object's throughput (on the order of 1,000 calls a second) is not enough. A batch step
-   * makes one call per shard that holds one of its ids. Keep it fixed for a deployment
-   * (see the header). Default 1, at most 1024.
+   * makes one call per shard that holds one of its ids. To change it on a running deployment,
+   * set `previousShards` to the old count for the migration window (docs/drafts/durable-objects.md);
+   * changing it without one moves ids to objects that know nothing of them. Default 1, at most 1024.
    */
   shards?: number;
+  /**
+   * The shard count of the deployment before this one, while records it placed may still be live:
+   * ids whose object differs under the two counts are looked up, claimed, committed and released in
+   * both objects (the previous one first), so nothing in flight or remembered is lost and no id
+   * runs twice while old and new versions run side by side. Keep it until `retentionMs` (plus the
+   * longest lease) has passed since the last invocation of the old version ended, then remove it.
+   * Default: none.
+   */
+  previousShards?: number;
   /**
    * Name prefix of the objects: shard `i` is `idFromName(\`${objectName}/shard-${i}\`)`. Two
    * stores with different names never share an object. Default `"babelqueue-idempotency"`.
@@ -109,36 +132,51 @@ export interface DurableObjectStoreOptions extends StoreWindows {
   retentionMs?: number;
 }
 
-/** 32-bit FNV-1a over UTF-16 code units: stable across runtimes, enough to spread keys. */
-function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i += 1) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return hash >>> 0;
-}
-
 /**
- * One batch's fingerprints as the object takes them, in the order of `positions` (the batch
- * indexes one shard's call carries): undefined when the batch has none at all.
+ * One id's claim answer, or the failure of the shard that holds it: the per-id entry a `claimMany`
+ * answer may carry once the store contract allows it (the engine's `ClaimFailure`).
  */
-function shardFingerprints(fingerprints: readonly (string | undefined)[] | undefined, positions: readonly number[]): (string | null)[] | undefined {
-  if (fingerprints === undefined) return undefined;
-  return positions.map((position) => fingerprints[position] ?? null);
+export type ClaimOutcome = Claim | { readonly status: "failed"; readonly error: BabelQueueServerlessError };
+
+/** What a claim request carries to its object. */
+interface ClaimItem {
+  readonly key: string;
+  readonly fingerprint: string | null;
 }
 
 const DURABLE_OBJECT_OPTION_KEYS = optionKeys<DurableObjectStoreOptions>({
   namespace: true,
   shards: true,
+  previousShards: true,
   objectName: true,
   leaseMs: true,
   retentionMs: true,
 });
 
+function checkShards(option: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1 || value > MAX_SHARDS) {
+    throw new InvalidOptionError(option, `must be an integer from 1 to ${MAX_SHARDS}`);
+  }
+  return value;
+}
+
+/** The claim step's answers as the contract has them today: every claim, or a throw when any id failed. */
+function claimsOrThrow(outcomes: readonly ClaimOutcome[]): Claim[] {
+  for (const outcome of outcomes) if (outcome.status === "failed") throw outcome.error;
+  return outcomes as Claim[];
+}
+
+/** Throws the first failure of a step, once every shard has answered. */
+function throwIfFailed(settled: readonly Settled<unknown>[]): void {
+  const failure = firstFailure(settled);
+  if (failure !== undefined) throw failure;
+}
+
 export class DurableObjectStore implements ClaimingStore {
   readonly namespace: string;
   readonly shards: number;
+  /** The previous shard count while a change is in its migration window, else undefined. */
+  readonly previousShards: number | undefined;
   readonly objectName: string;
   readonly leaseMs: number;
   readonly retentionMs: number;
@@ -152,11 +190,8 @@ export class DurableObjectStore implements ClaimingStore {
     this.#binding = binding;
     this.namespace = checkNamespace(options.namespace ?? "");
     ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
-    const shards = options.shards ?? 1;
-    if (!Number.isSafeInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
-      throw new InvalidOptionError("shards", `must be an integer from 1 to ${MAX_SHARDS}`);
-    }
-    this.shards = shards;
+    this.shards = checkShards("shards", options.shards ?? 1);
+    this.previousShards = options.previousShards === undefined ? undefined : checkShards("previousShards", options.previousShards);
     const objectName = options.objectName ?? DEFAULT_OBJECT_NAME;
     if (typeof objectName !== "string" || objectName === "" || objectName.length > 200) {
       throw new InvalidOptionError("objectName", "must be a non-empty string of at most 200 characters");
@@ -164,9 +199,14 @@ export class DurableObjectStore implements ClaimingStore {
     this.objectName = objectName;
   }
 
-  /** The shard that owns a store key. */
+  /** The shard that owns a store key (under `shards`). */
   shardOf(key: string): number {
-    return this.shards === 1 ? 0 : fnv1a(key) % this.shards;
+    return shardOf(key, this.shards);
+  }
+
+  /** Where a store key lives: its owner, and its previous owner when the key moved (migration window only). */
+  placementOf(key: string): Placement {
+    return placeKey(key, this.shards, this.previousShards);
   }
 
   #stub(shard: number): IdempotencyShard {
@@ -177,56 +217,52 @@ export class DurableObjectStore implements ClaimingStore {
     return Promise.all(ids.map((id) => storeKey(this.namespace, id, MAX_KEY_BYTES)));
   }
 
-  /**
-   * Runs one batch step: groups `items` by shard, makes one call per shard (in parallel), and
-   * puts the answers back in the order of `items`.
-   */
-  async #step<Item, Answer>(
+  /** One round of calls: one per shard, each settled on its own (fan-out.ts). */
+  #round<Item, Answer>(
     operation: string,
-    items: readonly Item[],
-    keyOf: (item: Item) => string,
-    call: (shard: IdempotencyShard, items: Item[], positions: number[]) => Promise<Answer[] | void>,
-  ): Promise<Answer[]> {
-    const groups = new Map<number, { items: Item[]; positions: number[] }>();
-    items.forEach((item, position) => {
-      const shard = this.shardOf(keyOf(item));
-      let group = groups.get(shard);
-      if (group === undefined) {
-        group = { items: [], positions: [] };
-        groups.set(shard, group);
-      }
-      group.items.push(item);
-      group.positions.push(position);
-    });
-    const answers = new Array<Answer>(items.length);
-    try {
-      await Promise.all(
-        [...groups].map(async ([shard, group]) => {
-          const result = await call(this.#stub(shard), group.items, group.positions);
-          if (result === undefined) return;
-          if (!Array.isArray(result) || result.length !== group.items.length) {
-            throw new StoreUnavailableError(STORE_NAME, operation, "the Durable Object returned an answer of the wrong shape");
-          }
-          group.positions.forEach((position, i) => {
-            answers[position] = result[i] as Answer;
-          });
-        }),
-      );
-    } catch (error) {
+    requests: readonly ShardRequest<Item>[],
+    call: (shard: IdempotencyShard, items: Item[]) => Promise<unknown>,
+  ): Promise<Settled<Answer | undefined>[]> {
+    return fanOut(
+      requests,
+      (shard, items) => call(this.#stub(shard), items),
       // The error's name only: a Durable Object's message may quote what it was called with.
-      throw storeFailure(STORE_NAME, operation, error, { prefix: "the Durable Object call failed", message: false, cause: "original" });
-    }
-    return answers;
+      (error) => storeFailure(STORE_NAME, operation, error, { prefix: "the Durable Object call failed", message: false, cause: "original" }),
+      () => new StoreUnavailableError(STORE_NAME, operation, "the Durable Object returned an answer of the wrong shape"),
+    );
+  }
+
+  /**
+   * Every object a key lives in, with the key's position: the owner's request, then — for a moved
+   * key — the previous owner's. `parts[i]` lists the request indexes of key `i`.
+   */
+  #everywhere<Item>(keys: readonly string[], item: (key: string, i: number) => Item) {
+    const requests: ShardRequest<Item>[] = [];
+    const parts: number[][] = keys.map((key, i) => {
+      const placement = this.placementOf(key);
+      const mine = [requests.push({ shard: placement.owner, item: item(key, i) }) - 1];
+      if (placement.previous !== undefined) mine.push(requests.push({ shard: placement.previous, item: item(key, i) }) - 1);
+      return mine;
+    });
+    return { requests, parts };
   }
 
   async seen(id: string): Promise<boolean> {
     return (await this.seenMany([id]))[0] === true;
   }
 
+  /** Committed in the key's object — or, for a moved key, in either of its two objects (one answer `true` suffices). */
   async seenMany(ids: readonly string[]): Promise<boolean[]> {
     if (ids.length === 0) return [];
     const keys = await this.#keys(ids);
-    return this.#step("seen", keys, (key) => key, (shard, batch) => shard.seen(batch));
+    const { requests, parts } = this.#everywhere(keys, (key) => key);
+    const answers = await this.#round<string, boolean>("seen", requests, (shard, batch) => shard.seen(batch));
+    return parts.map((mine) => {
+      const settled = mine.map((at) => answers[at] as Settled<boolean | undefined>);
+      if (settled.some((answer) => answer.ok && answer.value === true)) return true;
+      throwIfFailed(settled);
+      return false;
+    });
   }
 
   async remember(id: string, fingerprint?: string): Promise<void> {
@@ -234,24 +270,36 @@ export class DurableObjectStore implements ClaimingStore {
   }
 
   async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
-    const checked = present(checkFingerprints(fingerprints, ids.length));
+    const checked = checkFingerprints(fingerprints, ids.length);
     if (ids.length === 0) return;
     const keys = await this.#keys(ids);
-    await this.#step("remember", keys, (key) => key, (shard, batch, positions) =>
-      shard.remember(batch, this.retentionMs, shardFingerprints(checked, positions)),
+    const withAny = checked.some((fingerprint) => fingerprint !== undefined);
+    const { requests } = this.#everywhere(keys, (key, i) => ({ key, fingerprint: checked[i] ?? null }));
+    throwIfFailed(
+      await this.#round<ClaimItem, void>("remember", requests, (shard, batch) =>
+        shard.remember(
+          batch.map((item) => item.key),
+          this.retentionMs,
+          withAny ? batch.map((item) => item.fingerprint) : undefined,
+        ),
+      ),
     );
   }
 
   async forget(id: string): Promise<void> {
     const keys = await this.#keys([id]);
-    await this.#step("forget", keys, (key) => key, (shard, batch) => shard.forget(batch));
+    const { requests } = this.#everywhere(keys, (key) => key);
+    throwIfFailed(await this.#round<string, void>("forget", requests, (shard, batch) => shard.forget(batch)));
   }
 
-  /** What the object holds for one id (for operators): state, the window's remaining ms, fingerprint. One call. */
+  /** What the objects hold for one id (for operators): a live commit wherever it is, else the owner's record, else the previous owner's. */
   async inspect(id: string): Promise<IdRecord | null> {
     const keys = await this.#keys([id]);
-    const [record] = await this.#step<string, ShardRecord>("inspect", keys, (key) => key, (shard, batch) => shard.inspect(batch));
-    return record ?? null;
+    const { requests } = this.#everywhere(keys, (key) => key);
+    const answers = await this.#round<string, ShardRecord>("inspect", requests, (shard, batch) => shard.inspect(batch));
+    throwIfFailed(answers);
+    const records = answers.map((answer) => (answer.ok ? (answer.value ?? null) : null));
+    return records.find((record) => record?.status === "done") ?? records.find((record) => record !== null) ?? null;
   }
 
   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
@@ -260,34 +308,119 @@ export class DurableObjectStore implements ClaimingStore {
 
   async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
-    const checked = present(checkFingerprints(fingerprints, ids.length));
+    const checked = checkFingerprints(fingerprints, ids.length);
     if (ids.length === 0) return [];
     const keys = await this.#keys(ids);
-    return this.#step("claim", keys, (key) => key, (shard, batch, positions) =>
-      shard.claim(batch, lease, shardFingerprints(checked, positions)),
+    const outcomes = await this.#claimOutcomes(keys, lease, checked);
+    if (outcomes.some((outcome) => outcome.status === "failed")) {
+      // The step is about to fail as a whole: the claims it won would only hold their ids until the lease ends.
+      await this.#releaseQuietly(keys.flatMap((key, i) => (outcomes[i]?.status === "claimed" ? [{ key, token: (outcomes[i] as { token: string }).token }] : [])));
+    }
+    return claimsOrThrow(outcomes);
+  }
+
+  /**
+   * The claim step, answered per key (placement.ts, "claim"): round 1 claims every key in its
+   * owner, or — a moved key — in its previous owner; round 2 claims in their owner the moved keys
+   * that round 1 granted; a moved key granted by its previous owner and refused by its owner has that
+   * grant released before the answer.
+   */
+  async #claimOutcomes(keys: readonly string[], leaseMs: number, fingerprints: readonly (string | undefined)[]): Promise<ClaimOutcome[]> {
+    const withAny = fingerprints.some((fingerprint) => fingerprint !== undefined);
+    const send = (shard: IdempotencyShard, batch: ClaimItem[]) =>
+      shard.claim(
+        batch.map((item) => item.key),
+        leaseMs,
+        withAny ? batch.map((item) => item.fingerprint) : undefined,
+      );
+    const placements = keys.map((key) => this.placementOf(key));
+    const items = keys.map((key, i): ClaimItem => ({ key, fingerprint: fingerprints[i] ?? null }));
+    const first = await this.#round<ClaimItem, ShardClaim>(
+      "claim",
+      items.map((item, i) => ({ shard: placements[i]?.previous ?? (placements[i] as Placement).owner, item })),
+      send,
     );
+    const outcomes = first.map((answer): ClaimOutcome => (answer.ok ? (answer.value as Claim) : { status: "failed", error: answer.error }));
+    const moved = keys.flatMap((_, i) => (placements[i]?.previous !== undefined && outcomes[i]?.status === "claimed" ? [i] : []));
+    if (moved.length === 0) return outcomes;
+    const second = await this.#round<ClaimItem, ShardClaim>(
+      "claim",
+      moved.map((i) => ({ shard: (placements[i] as Placement).owner, item: items[i] as ClaimItem })),
+      send,
+    );
+    const undo: ShardClaimRef[] = [];
+    moved.forEach((i, j) => {
+      const previousToken = (outcomes[i] as { token: string }).token;
+      const answer = second[j] as Settled<ShardClaim | undefined>;
+      if (answer.ok && answer.value?.status === "claimed") {
+        outcomes[i] = { status: "claimed", token: pairToken(answer.value.token, previousToken) };
+        return;
+      }
+      undo.push({ key: keys[i] as string, token: previousToken });
+      outcomes[i] = answer.ok ? (answer.value as Claim) : { status: "failed", error: answer.error };
+    });
+    // Released in the previous owner only: these keys hold no claim in their owner.
+    await this.#round<ShardClaimRef, boolean>(
+      "release",
+      undo.map((ref) => ({ shard: this.placementOf(ref.key).previous as number, item: ref })),
+      (shard, batch) => shard.release(batch),
+    );
+    return outcomes;
   }
 
   async release(id: string, token: string): Promise<boolean> {
     const [key] = await this.#keys([id]);
-    const [released] = await this.#step<ShardClaimRef, boolean>(
-      "release",
-      [{ key: key as string, token: String(token) }],
-      (ref) => ref.key,
-      (shard, batch) => shard.release(batch),
-    );
+    const [released] = await this.#releaseKeys([{ key: key as string, token: String(token) }]);
     return released === true;
   }
 
   async releaseMany(claims: readonly ClaimRef[]): Promise<void> {
     if (claims.length === 0) return;
     const keys = await this.#keys(claims.map((claim) => claim.id));
-    const refs = claims.map((claim, i): ShardClaimRef => ({ key: keys[i] as string, token: String(claim.token) }));
-    await this.#step<ShardClaimRef, boolean>("release", refs, (ref) => ref.key, (shard, batch) => shard.release(batch));
+    await this.#releaseKeys(claims.map((claim, i): ShardClaimRef => ({ key: keys[i] as string, token: String(claim.token) })));
   }
-}
 
-/** The fingerprints when at least one id has one, else undefined (the call then carries none). */
-function present(fingerprints: (string | undefined)[]): (string | undefined)[] | undefined {
-  return fingerprints.some((fingerprint) => fingerprint !== undefined) ? fingerprints : undefined;
+  /**
+   * Releases each claim where it is held. A pair token (a claim made in a migration window) is
+   * released in the previous owner first and, only if that half was this token's, in the owner: a
+   * token that is not exactly the claim's never removes either half. Any other token is sent whole to
+   * every object the key lives in (only the object that issued it matches). Throws when any shard failed,
+   * once all have answered.
+   */
+  async #releaseKeys(refs: readonly ShardClaimRef[]): Promise<boolean[]> {
+    const tokens = refs.map((ref) => splitToken(ref.token));
+    const paired = refs.map((ref, i) => tokens[i]?.paired === true && this.placementOf(ref.key).previous !== undefined);
+    // Round 1: every plain release, and the previous owner's half of every pair.
+    const requests: ShardRequest<ShardClaimRef>[] = [];
+    const parts: number[][] = refs.map((ref, i) => {
+      const split = tokens[i] as ReturnType<typeof splitToken>;
+      const placement = this.placementOf(ref.key);
+      if (paired[i]) return [requests.push({ shard: placement.previous as number, item: { key: ref.key, token: split.previous } }) - 1];
+      // Sent whole: only a moved key's pair is ever split (the window store that claimed it is the one releasing it).
+      const mine = [requests.push({ shard: placement.owner, item: { key: ref.key, token: ref.token } }) - 1];
+      if (placement.previous !== undefined) mine.push(requests.push({ shard: placement.previous, item: { key: ref.key, token: ref.token } }) - 1);
+      return mine;
+    });
+    const first = await this.#round<ShardClaimRef, boolean>("release", requests, (shard, batch) => shard.release(batch));
+    const released = parts.map((mine) => mine.some((at) => (first[at] as { value?: boolean }).value === true));
+    // Round 2: the owner's half of each pair whose previous half was released.
+    const second = refs.flatMap((_ref, i) => (paired[i] && released[i] ? [i] : []));
+    const owners = await this.#round<ShardClaimRef, boolean>(
+      "release",
+      second.map((i) => ({ shard: this.placementOf((refs[i] as ShardClaimRef).key).owner, item: { key: (refs[i] as ShardClaimRef).key, token: (tokens[i] as { owner: string }).owner } })),
+      (shard, batch) => shard.release(batch),
+    );
+    second.forEach((i, j) => {
+      released[i] = (owners[j] as { value?: boolean }).value === true;
+    });
+    throwIfFailed(first);
+    throwIfFailed(owners);
+    return released;
+  }
+
+  /** Releases claims and ignores failures: used when a claim step fails anyway. */
+  async #releaseQuietly(refs: readonly ShardClaimRef[]): Promise<void> {
+    if (refs.length === 0) return;
+    await this.#releaseKeys(refs).catch(() => undefined);
+  }
 }

@@ -1,6 +1,7 @@
 /**
  * DurableObjectStore + IdempotencyObject inside workerd: the shared store contract with one
- * shard and with several, the alarm sweep, and the number of Durable Object calls a batch costs.
+ * shard, with several, and inside a migration window (growing and shrinking), the alarm sweep, the
+ * number of Durable Object calls a batch costs, and what one failing shard does to a step.
  */
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
@@ -21,6 +22,22 @@ testStore("DurableObjectStore (4 shards)", {
   clock: "real",
   make: ({ namespace, leaseMs, retentionMs }) =>
     new DurableObjectStore(env.IDEMPOTENCY, { namespace, leaseMs, retentionMs, shards: 4, objectName: "contract-4" }),
+});
+
+// Inside a migration window every moved key is claimed, committed, released and forgotten in two
+// objects: the whole contract must still hold (fencing, the 50-claim race, lease and retention expiry).
+testStore("DurableObjectStore (growing 4 → 6 shards, migration window)", {
+  claims: true,
+  clock: "real",
+  make: ({ namespace, leaseMs, retentionMs }) =>
+    new DurableObjectStore(env.IDEMPOTENCY, { namespace, leaseMs, retentionMs, shards: 6, previousShards: 4, objectName: "contract-window" }),
+});
+
+testStore("DurableObjectStore (shrinking 5 → 2 shards, migration window)", {
+  claims: true,
+  clock: "real",
+  make: ({ namespace, leaseMs, retentionMs }) =>
+    new DurableObjectStore(env.IDEMPOTENCY, { namespace, leaseMs, retentionMs, shards: 2, previousShards: 5, objectName: "contract-shrink" }),
 });
 
 /** The real binding, counting every RPC call by method and shard. */
@@ -81,6 +98,35 @@ describe("DurableObjectStore: Durable Object calls per batch", () => {
       expect(counter.total() - before).toBeLessThanOrEqual(2 * used);
     });
   }
+});
+
+describe("DurableObjectStore: clocks", () => {
+  it("sends the objects durations, never deadlines: the lease and retention are reckoned by the object's clock", async () => {
+    const counter = countingBinding();
+    const sent: unknown[][] = [];
+    const binding: IdempotencyNamespace = {
+      idFromName: (name) => counter.binding.idFromName(name),
+      get: (id) => {
+        const shard = counter.binding.get(id);
+        return {
+          ...shard,
+          claim: (keys, leaseMs, fingerprints) => (sent.push(["claim", leaseMs]), shard.claim(keys, leaseMs, fingerprints)),
+          remember: (keys, retentionMs, fingerprints) => (sent.push(["remember", retentionMs]), shard.remember(keys, retentionMs, fingerprints)),
+        };
+      },
+    };
+    const store = new DurableObjectStore(binding, { namespace: `clock-${Date.now()}`, retentionMs: 123_456 });
+    const claim = await store.claim("c", 4_321);
+    await store.remember("c");
+    expect(sent).toEqual([
+      ["claim", 4_321],
+      ["remember", 123_456],
+    ]);
+    expect(claim.status).toBe("claimed");
+    const record = await store.inspect("c");
+    expect(record?.retentionLeftMs).toBeGreaterThan(120_000);
+    expect(record?.retentionLeftMs).toBeLessThanOrEqual(123_456);
+  });
 });
 
 describe("DurableObjectStore: fingerprints", () => {
@@ -149,23 +195,25 @@ describe("IdempotencyObject: the alarm sweep", () => {
     }
   }
 
-  it("fires on its own at the earliest deadline, removes expired rows and nothing else, and re-arms", async () => {
+  it("fires on its own at the deadline of the write that armed it, removes expired rows and nothing else, and re-arms", async () => {
     const objectName = `sweep-${Date.now()}`;
     const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "sweep", objectName, leaseMs: 60_000, retentionMs: 60_000 });
     const short = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "sweep", objectName, leaseMs: 1_500, retentionMs: 1_500 });
     const stub = env.IDEMPOTENCY.get(env.IDEMPOTENCY.idFromName(`${objectName}/shard-0`));
     const alarmAt = () => runInDurableObject(stub, (_instance, state) => state.storage.getAlarm());
 
+    // The first write arms the alarm at its own deadline.
+    await short.claim("expired-lease");
+    const firstAlarm = await alarmAt();
+    expect(firstAlarm).not.toBeNull();
+    expect((firstAlarm as number) - Date.now()).toBeLessThanOrEqual(1_500);
+    await short.remember("expired-retention");
     await store.claim("live-lease");
     await store.remember("live-done");
     const held = await store.claim("live-held");
     expect(held.status).toBe("claimed");
-    const firstAlarm = await alarmAt();
-    expect((firstAlarm as number) - Date.now()).toBeGreaterThan(30_000);
-    await short.claim("expired-lease");
-    await short.remember("expired-retention");
-    // Moved earlier for the short rows.
-    expect((await alarmAt()) as number).toBeLessThan(firstAlarm as number);
+    // Later writes leave a scheduled alarm alone (every setAlarm is a row written).
+    expect(await alarmAt()).toBe(firstAlarm);
     expect(await stub.storedRows()).toBe(5);
 
     await eventually(async () => (await stub.storedRows()) === 3);
@@ -174,7 +222,7 @@ describe("IdempotencyObject: the alarm sweep", () => {
     expect((await store.claim("live-lease")).status).toBe("in-flight");
     expect(await store.seen("live-done")).toBe(true);
     if (held.status === "claimed") expect(await store.release("live-held", held.token)).toBe(true);
-    // Re-armed for the next deadline (about a minute away), not cleared.
+    // Re-armed for the earliest live deadline (about a minute away), not cleared.
     const next = await alarmAt();
     expect(next).not.toBeNull();
     expect((next as number) - Date.now()).toBeGreaterThan(30_000);
@@ -212,6 +260,8 @@ describe("DurableObjectStore: options and failures", () => {
   it("rejects bad options", () => {
     expect(() => new DurableObjectStore(env.IDEMPOTENCY, { shards: 0 })).toThrow(/shards/);
     expect(() => new DurableObjectStore(env.IDEMPOTENCY, { shards: 1.5 })).toThrow(/shards/);
+    expect(() => new DurableObjectStore(env.IDEMPOTENCY, { shards: 4, previousShards: 0 })).toThrow(/previousShards/);
+    expect(() => new DurableObjectStore(env.IDEMPOTENCY, { shards: 4, previousShards: 2000 })).toThrow(/previousShards/);
     expect(() => new DurableObjectStore(env.IDEMPOTENCY, { namespace: "a:b" })).toThrow(/namespace/);
     expect(() => new DurableObjectStore(env.IDEMPOTENCY, { leaseMs: -1 })).toThrow(/leaseMs/);
     expect(() => new DurableObjectStore({} as IdempotencyNamespace)).toThrow(/binding/);
@@ -231,5 +281,75 @@ describe("DurableObjectStore: options and failures", () => {
     expect(error).toMatchObject({ name: "StoreUnavailableError", store: "DurableObjectStore", operation: "claim" });
     expect(String((error as Error).message)).not.toContain("secret-id-123");
     await expect(store.rememberMany(["x"])).rejects.toMatchObject({ operation: "remember" });
+  });
+});
+
+describe("DurableObjectStore: one shard failing", () => {
+  /**
+   * The real binding, except that every call to the objects named in `failing` rejects: a fault no
+   * local backend produces on demand for one object only (mock, on purpose).
+   */
+  function partlyBroken(failing: Set<string>): IdempotencyNamespace {
+    const real = env.IDEMPOTENCY;
+    const binding: IdempotencyNamespace<{ id: DurableObjectId; name: string }> = {
+      idFromName: (name) => ({ id: real.idFromName(name), name }),
+      get: ({ id, name }) => {
+        if (!failing.has(name)) return real.get(id) as unknown as IdempotencyShard;
+        const fail = () => Promise.reject(new Error("Durable Object reset because its code was updated"));
+        return { claim: fail, remember: fail, release: fail, seen: fail, forget: fail, inspect: fail };
+      },
+    };
+    return binding as IdempotencyNamespace;
+  }
+
+  async function split(store: DurableObjectStore, ids: string[], shard: number) {
+    const owners = await Promise.all(ids.map(async (id) => store.shardOf(await storeKey(store.namespace, id, 512))));
+    return { onBroken: ids.filter((_, i) => owners[i] === shard), healthy: ids.filter((_, i) => owners[i] !== shard) };
+  }
+
+  it("a failed claim step releases what the healthy shards granted; a failed commit keeps what they committed", async () => {
+    const objectName = `broken-${Date.now()}`;
+    const options = { namespace: "pf", objectName, shards: 4 };
+    const healthy = new DurableObjectStore(env.IDEMPOTENCY, options);
+    const broken = new DurableObjectStore(partlyBroken(new Set([`${objectName}/shard-1`])), options);
+    const ids = Array.from({ length: 40 }, (_, i) => `pf-${i}`);
+    const { onBroken, healthy: elsewhere } = await split(healthy, ids, 1);
+    expect(onBroken.length).toBeGreaterThan(0);
+    expect(elsewhere.length).toBeGreaterThan(0);
+
+    const error = await broken.claimMany(ids).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: "StoreUnavailableError", store: "DurableObjectStore", operation: "claim" });
+    // The healthy shards' grants were released before the throw: nobody waits for their leases.
+    const after = await healthy.claimMany(elsewhere);
+    expect(after.map((claim) => claim.status)).toEqual(elsewhere.map(() => "claimed"));
+    await healthy.releaseMany(after.map((claim, i) => ({ id: elsewhere[i] as string, token: (claim as { token: string }).token })));
+
+    await expect(broken.rememberMany(ids)).rejects.toMatchObject({ operation: "remember" });
+    // Every healthy shard's commit stands; the broken shard's ids are not committed.
+    expect(await healthy.seenMany(elsewhere)).toEqual(elsewhere.map(() => true));
+    expect(await healthy.seenMany(onBroken)).toEqual(onBroken.map(() => false));
+    await expect(broken.seenMany(ids)).rejects.toMatchObject({ operation: "seen" });
+    // Only the broken shard's ids are unknown: a step of healthy ids alone still answers.
+    expect(await broken.seenMany(elsewhere)).toEqual(elsewhere.map(() => true));
+  });
+
+  it("in a migration window, a commit seen in one of a moved id's two objects is an answer even when the other fails", async () => {
+    const objectName = `broken-window-${Date.now()}`;
+    const old = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "pfw", objectName, shards: 2 });
+    const windowOptions = { namespace: "pfw", objectName, shards: 4, previousShards: 2 };
+    const window = new DurableObjectStore(env.IDEMPOTENCY, windowOptions);
+    const ids = Array.from({ length: 40 }, (_, i) => `pfw-${i}`);
+    const keys = await Promise.all(ids.map((id) => storeKey("pfw", id, 512)));
+    // Moved ids whose new owner is shard 2: committed under the old count, so only shard 0 (their previous owner) has them.
+    const moved = ids.filter((_, i) => window.placementOf(keys[i] as string).previous === 0 && window.shardOf(keys[i] as string) === 2);
+    expect(moved.length).toBeGreaterThan(0);
+    await old.rememberMany(moved);
+    const ownerDown = new DurableObjectStore(partlyBroken(new Set([`${objectName}/shard-2`])), windowOptions);
+    expect(await ownerDown.seenMany(moved)).toEqual(moved.map(() => true));
+    // A claim answered `done` by the previous owner never needs the (failing) new owner.
+    expect((await ownerDown.claimMany(moved)).map((claim) => claim.status)).toEqual(moved.map(() => "done"));
+    const previousDown = new DurableObjectStore(partlyBroken(new Set([`${objectName}/shard-0`])), windowOptions);
+    await expect(previousDown.seenMany(moved)).rejects.toMatchObject({ operation: "seen" });
+    await expect(previousDown.claimMany(moved)).rejects.toMatchObject({ operation: "claim" });
   });
 });

@@ -176,6 +176,31 @@ describe("queueHandler: acknowledgements, retries and delays (createMessageBatch
     }
   });
 
+  it("a park's delay comes from the lease even with retryDelaySeconds; a copy parked behind a failed first copy gets retryDelaySeconds", async () => {
+    const namespace = `park-delay-${newRun()}`;
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace });
+    expect((await store.claim("busy", 30_000)).status).toBe("claimed");
+    const handler = queueHandler<Cloudflare.Env>({
+      store: (e) => new DurableObjectStore(e.IDEMPOTENCY, { namespace }),
+      handle: (message) => {
+        if (message.data.mode === "throw") throw new Error("scripted");
+      },
+      retryDelaySeconds: 7,
+    });
+    const result = await deliver(handler, [
+      message("b1", envelope("busy")),
+      message("f1", envelope("flaky", { mode: "throw" })),
+      message("f2", envelope("flaky", { mode: "throw" })),
+    ]);
+    expect(result.explicitAcks).toEqual([]);
+    const delays = Object.fromEntries(result.retryMessages.map((r: { msgId: string; delaySeconds?: number }) => [r.msgId, r.delaySeconds]));
+    // The lease's remaining time, rounded up: never back before the other delivery's lease ends.
+    expect(delays.b1).toBeGreaterThanOrEqual(29);
+    expect(delays.b1).toBeLessThanOrEqual(30);
+    // The failed first copy released its claim: its copy has no lease to wait for.
+    expect(delays).toMatchObject({ f1: 7, f2: 7 });
+  });
+
   it("claims with a lease covering the consumer's 15-minute wall time by default", async () => {
     const namespace = `lease-${newRun()}`;
     const handler = queueHandler<Cloudflare.Env>({
