@@ -110,7 +110,7 @@ function dynamoKit(kit: Kit, meter: DynamoMeter): MeteredKit {
   };
 }
 
-function redisKit(kit: Kit, backends: Backends): MeteredKit {
+function redisKit(kit: Kit, backends: Pick<Backends, "redisCommandCalls">): MeteredKit {
   let before = new Map<string, number>();
   return {
     kit,
@@ -159,6 +159,16 @@ export async function measureCosts(backends: Backends): Promise<CostFigure[]> {
   for (const metered of dynamoKits) await warmUp(metered.kit);
   for (const workload of workloads) for (const metered of dynamoKits) figures.push(await runWorkload("DynamoDB", metered, workload));
 
+  figures.push(...(await measureRedisCosts(backends, workloads)));
+  return figures;
+}
+
+/** What the Redis cost runs need of the backends (so bench/cost-redis.ts can run them without DynamoDB). */
+export type RedisCostBackends = Pick<Backends, "bridge" | "upstash" | "nodeRedis" | "redisCommandCalls">;
+
+/** Every workload through ours (UpstashRedisStore over REST) and Powertools (CachePersistenceLayer), billed as Upstash commands. */
+export async function measureRedisCosts(backends: RedisCostBackends, workloads: CostWorkload[] = costWorkloads(newIds)): Promise<CostFigure[]> {
+  const figures: CostFigure[] = [];
   const bridge = backends.bridge;
   const theirs = new Tally();
   const redisKits = [
