@@ -8,8 +8,13 @@
  *     commands of BabelQueue's PHP `RedisStore` and Go `idempotency-redis`, sent with ioredis —
  *     /work/notes/babelqueue-layouts.md) read correctly by our store, and our records satisfying the
  *     other SDK's reads (`GET == '2'`, `EXISTS`, PHP's Lua release, PHP's and Go's claims);
+ *   - the same against a real PHP client (php-cli + phpredis sending the PHP SDK's commands,
+ *     fixtures/php-sdk-redis.php) when this machine has them — `apt-get install php-cli php-redis`;
+ *     skipped, with the reason, when it does not;
  *   - what `namespace`, `prefix`, `hashTag` and long ids mean in these layouts.
  */
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { Redis as UpstashRedis } from "@upstash/redis";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
@@ -303,3 +308,47 @@ describe("namespaces, prefixes, hash tags and long ids in a BabelQueue layout", 
     expect(store(undefined).layout).toBe("own");
   });
 });
+
+const PHP_SCRIPT = fileURLToPath(new URL("./fixtures/php-sdk-redis.php", import.meta.url));
+const phpRedis = spawnSync("php", ["-r", "exit(extension_loaded('redis') ? 0 : 1);"], { stdio: "ignore" }).status === 0;
+
+describe("against a real PHP client (php-cli + phpredis, the PHP SDK's commands)", () => {
+  if (!phpRedis) {
+    it.skip("php-cli with the redis extension is not installed here (apt-get install php-cli php-redis)", () => {});
+    return;
+  }
+  /** One PHP SDK operation on `id` under PHP's default prefix; its JSON answer. */
+  const phpRun = (action: string, id: string, ttlSeconds?: number): unknown => {
+    const args = [PHP_SCRIPT, String(inject("redisPort")), "bq:idem:", action, id, ...(ttlSeconds === undefined ? [] : [String(ttlSeconds)])];
+    const result = spawnSync("php", args, { encoding: "utf8", timeout: 20_000 });
+    if (result.status !== 0) throw new Error(`php ${action} failed: ${result.stderr}`);
+    return JSON.parse(result.stdout);
+  };
+
+  it("PHP-committed is a duplicate for us; PHP-held parks us; ours parks PHP, and once committed PHP skips it", async () => {
+    const ours = new UpstashRedisStore({ client: rest, layout: "babelqueue-php" });
+    const [phpDone, phpHeld, mine] = [unique("php-cli-done"), unique("php-cli-held"), unique("php-cli-mine")];
+    expect(phpRun("dispatch", phpDone)).toBe("run");
+    expect(phpRun("remember", phpDone)).toBe(true);
+    expect(phpRun("dispatch", phpHeld, 120)).toBe("run");
+
+    expect(await ours.claim(phpDone)).toStrictEqual({ status: "done" });
+    const parked = await ours.claim(phpHeld);
+    expect(parked.status).toBe("in-flight");
+    if (parked.status === "in-flight") expect(parked.retryAfterMs).toBeGreaterThan(100_000);
+
+    const claim = await ours.claim(mine, 60_000);
+    expect(claim.status).toBe("claimed");
+    expect(phpRun("seen", mine)).toBe(false);
+    expect(phpRun("dispatch", mine)).toBe("park");
+    await ours.remember(mine);
+    expect(phpRun("seen", mine)).toBe(true);
+    expect(phpRun("dispatch", mine)).toBe("skip");
+    expect(phpRun("release", mine)).toBe(0);
+    expect(await ours.seen(mine)).toBe(true);
+    // PHP's forget is a DEL: the id runs again, for us too.
+    expect(phpRun("forget", mine)).toBe(1);
+    expect((await ours.claim(mine)).status).toBe("claimed");
+  });
+});
+
