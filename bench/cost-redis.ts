@@ -1,5 +1,6 @@
 /**
- * BENCH — the Upstash part of the cost section alone, in a few seconds: `npx tsx bench/cost-redis.ts`.
+ * BENCH — the Upstash part of the cost section alone, in a few seconds: `npx tsx bench/cost-redis.ts`
+ * (`--layouts`: ours in the two BabelQueue layouts too).
  * Starts a throwaway redis-server and the Upstash REST bridge (no DynamoDB, no delay proxies: billed
  * commands do not depend on latency), runs every workload of cost-workloads.ts through ours and
  * Powertools exactly as `npm run bench` does (cost-runs.ts, `measureRedisCosts`), and prints the
@@ -28,17 +29,17 @@ try {
     upstash: { url: bridge.url, token },
     nodeRedis: async () => powertools as unknown as CacheClient,
     redisCommandCalls: async () => parseCommandStats(await admin.info("commandstats")),
-  });
+  }, undefined, process.argv.includes("--layouts") ? ["own", "babelqueue-php", "babelqueue-go"] : ["own"]);
   for (const workload of ["new-10", "dup-10", "storm"] as const) {
     const [ours, theirs] = ["ours", "Powertools"].map((kit) => figures.find((f) => f.workload === workload && f.kit === kit));
-    for (const figure of [ours, theirs]) {
+    for (const figure of figures.filter((f) => f.workload === workload)) {
       if (figure === undefined) continue;
       const breakdown = Object.entries(figure.breakdown ?? {})
         .sort(([a], [b]) => a.localeCompare(b))
         .map(([name, count]) => `${name} ${count}`)
         .join(", ");
       console.log(
-        `${workload.padEnd(7)} ${figure.kit.padEnd(11)} requests ${String(figure.requests).padStart(4)}  commands ${String(figure.units.commands).padStart(4)}  $${figure.usdPerMillionMessages.toFixed(2).padStart(6)} / M messages  (${breakdown})`,
+        `${workload.padEnd(7)} ${figure.kit.padEnd(27)} requests ${String(figure.requests).padStart(4)}  commands ${String(figure.units.commands).padStart(4)}  $${figure.usdPerMillionMessages.toFixed(2).padStart(6)} / M messages  (${breakdown})`,
       );
     }
     if (ours !== undefined && theirs !== undefined) console.log(`${workload.padEnd(7)} Powertools ÷ ours: ${(theirs.usdPerMillionMessages / ours.usdPerMillionMessages).toFixed(2)}×`);
