@@ -83,11 +83,18 @@ local out = {}
 for i = 1, n do
   local main, sideKey = KEYS[2 * i - 1], KEYS[2 * i]
   local value = values[i]
+  local claimed = false
   if not value then
-    if not redis.call('SET', main, '1', 'PX', leaseMs, 'NX') then
-      return redis.error_reply('WRONGTYPE the key of an id holds a value that is not a string')
+    if redis.call('SET', main, '1', 'PX', leaseMs, 'NX') then
+      redis.call('SET', sideKey, side(i), 'PX', leaseMs)
+      claimed = true
+    else
+      -- Absent when read, there now: the same id earlier in this batch. (MGET also answers nil for a
+      -- key of another type; GET then fails with WRONGTYPE, and NX never overwrote it.)
+      value = redis.call('GET', main)
     end
-    redis.call('SET', sideKey, side(i), 'PX', leaseMs)
+  end
+  if claimed then
     out[2 * i - 1] = -1
     out[2 * i] = ':'
   elseif value == '2' then

@@ -114,6 +114,17 @@ local function record(i)
   if fingerprint == '' then return 'i:' .. ARGV[2 + i] end
   return 'i:' .. ARGV[2 + i] .. ':' .. fingerprint
 end
+local function found(i, value)
+  local state, _, fingerprint = parse(value)
+  if state == 'd' then
+    out[2 * i - 1] = -2
+  else
+    local left = redis.call('PTTL', KEYS[i])
+    if left < 0 then left = 0 end
+    out[2 * i - 1] = left
+  end
+  out[2 * i] = ':' .. fingerprint
+end
 local unread, unreadKeys = {}, {}
 for i = 1, n do
   if string.sub(hints, i, i) ~= '1' and redis.call('SET', KEYS[i], record(i), 'NX', 'PX', lease) then
@@ -126,22 +137,15 @@ for i = 1, n do
 end
 local values = mget(unreadKeys)
 for j, i in ipairs(unread) do
-  local state, _, fingerprint = parse(values[j])
-  if state == nil then
-    -- MGET answers nil for a key that holds another type too: NX never overwrites it.
-    if not redis.call('SET', KEYS[i], record(i), 'NX', 'PX', lease) then
-      return redis.error_reply('WRONGTYPE the key of an id holds a value that is not a string')
-    end
+  if values[j] then
+    found(i, values[j])
+  elseif redis.call('SET', KEYS[i], record(i), 'NX', 'PX', lease) then
     out[2 * i - 1] = -1
     out[2 * i] = ':'
-  elseif state == 'd' then
-    out[2 * i - 1] = -2
-    out[2 * i] = ':' .. fingerprint
   else
-    local left = redis.call('PTTL', KEYS[i])
-    if left < 0 then left = 0 end
-    out[2 * i - 1] = left
-    out[2 * i] = ':' .. fingerprint
+    -- Absent when read, there now: the same id earlier in this batch. (MGET also answers nil for a
+    -- key of another type; GET then fails with WRONGTYPE, and NX never overwrote it.)
+    found(i, redis.call('GET', KEYS[i]))
   end
 end
 return out`,
