@@ -15,7 +15,7 @@ import { countingCacheClient } from "./store-runs.js";
 import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb";
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache";
 import { DynamoDBStore } from "../entry/dynamodb.js";
-import { UpstashRedisStore } from "../entry/upstash.js";
+import { type RedisLayoutName, UpstashRedisStore } from "../entry/upstash.js";
 import { type Backends, OUR_TABLE, POWERTOOLS_TABLE } from "./backends.js";
 import { DynamoMeter, commandDelta } from "./billing.js";
 import { type CostWorkload, type CostWorkloadName, costWorkloads, deliveriesOf } from "./cost-workloads.js";
@@ -110,7 +110,7 @@ function dynamoKit(kit: Kit, meter: DynamoMeter): MeteredKit {
   };
 }
 
-function redisKit(kit: Kit, backends: Backends): MeteredKit {
+function redisKit(kit: Kit, backends: Pick<Backends, "redisCommandCalls">): MeteredKit {
   let before = new Map<string, number>();
   return {
     kit,
@@ -159,17 +159,44 @@ export async function measureCosts(backends: Backends): Promise<CostFigure[]> {
   for (const metered of dynamoKits) await warmUp(metered.kit);
   for (const workload of workloads) for (const metered of dynamoKits) figures.push(await runWorkload("DynamoDB", metered, workload));
 
+  figures.push(...(await measureRedisCosts(backends, workloads)));
+  return figures;
+}
+
+/** What the Redis cost runs need of the backends (so bench/cost-redis.ts can run them without DynamoDB). */
+export type RedisCostBackends = Pick<Backends, "bridge" | "upstash" | "nodeRedis" | "redisCommandCalls">;
+
+/**
+ * Every workload through ours (UpstashRedisStore over REST) and Powertools (CachePersistenceLayer), billed as Upstash commands.
+ * `layouts`: ours in each of these record layouts (kit "ours" for the own one, "ours, <layout>" for the others).
+ */
+export async function measureRedisCosts(
+  backends: RedisCostBackends,
+  workloads: CostWorkload[] = costWorkloads(newIds),
+  layouts: readonly RedisLayoutName[] = ["own"],
+): Promise<CostFigure[]> {
+  const figures: CostFigure[] = [];
   const bridge = backends.bridge;
   const theirs = new Tally();
+  const bridgeRequests = {
+    get count() {
+      return bridge.requests;
+    },
+    reset: () => bridge.reset(),
+  };
+  const where = (layout: RedisLayoutName) =>
+    layout === "own" ? { namespace: "cost" } : { layout, prefix: layout === "babelqueue-php" ? "bq:idem:cost:" : "bq:idemp:cost:" };
   const redisKits = [
-    redisKit(
-      oursKit("ours", "sqsHandler + UpstashRedisStore (REST)", new UpstashRedisStore({ url: backends.upstash.url, token: backends.upstash.token, namespace: "cost" }), {
-        get count() {
-          return bridge.requests;
-        },
-        reset: () => bridge.reset(),
-      }),
-      backends,
+    ...layouts.map((layout) =>
+      redisKit(
+        oursKit(
+          layout === "own" ? "ours" : `ours, ${layout}`,
+          `sqsHandler + UpstashRedisStore (REST${layout === "own" ? "" : `, layout "${layout}"`})`,
+          new UpstashRedisStore({ url: backends.upstash.url, token: backends.upstash.token, ...where(layout) }),
+          bridgeRequests,
+        ),
+        backends,
+      ),
     ),
     redisKit(
       powertoolsKit(

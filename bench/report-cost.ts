@@ -72,7 +72,7 @@ export function notCheaper(cost: CostResults): string[] {
       const why =
         backend === "DynamoDB"
           ? "both kits write two items per new message — a claim and a commit, 1 WRU each — and DynamoDB on-demand bills units, not requests: batching the commits into one BatchWriteItem halves the requests but not the write units."
-          : "Upstash bills every command a script runs: our claim script GETs each key before it SETs it (2 commands per new id) and each batch step adds its EVALSHA, where Powertools sends one SET NX per new message (reads only after a failed SET NX). A script that tries SET NX first for first deliveries (the same redelivery hint) would cost 1 command per new id; that is the Redis store's to change.";
+          : "Upstash bills the EVALSHA of each batch step as well as every command its script runs. A new message costs what Powertools pays for it — one SET NX to claim, one SET to commit — and a batch of N new ones adds the two EVALSHAs (2N + 2 commands against 2N). That is the floor of one script per batch step; only commands sent without a script (a pipeline of plain SETs) would close it. Duplicates and redeliveries are where ours saves: one MGET reads the whole batch.";
       out.push(`- **${level ? "Level" : "Not cheaper"} — ${backend}, ${label}:** ours ${usd(ours)} vs Powertools ${usd(theirs)} per million messages (${ratio(theirs, ours)}). Why: ${why}`);
     }
   }

@@ -123,10 +123,16 @@ function reportRows(reports: readonly IdReport[]): string[] {
       shown(report.id),
       report.status,
       report.leaseLeftMs === undefined ? "-" : formatDuration(report.leaseLeftMs),
-      report.retentionLeftMs === undefined ? "-" : formatDuration(report.retentionLeftMs),
+      retentionCell(report),
       report.status === "error" ? (report.error ?? "") : (report.fingerprint ?? "-"),
     ]),
   ]);
+}
+
+/** A done record inspect found without an expiry is kept for good (a BabelQueue layout's default). */
+function retentionCell(report: IdReport): string {
+  if (report.retentionLeftMs !== undefined) return formatDuration(report.retentionLeftMs);
+  return report.status === "done" && report.source === "inspect" ? "no expiry" : "-";
 }
 
 const SEEN_NOTE = "(this store has no inspect: status from seen(); not-done means absent or in flight, times unknown)";

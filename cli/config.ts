@@ -13,15 +13,19 @@
  *             (credentials: the AWS SDK's default chain, never a flag)
  *   upstash:  --url URL [UPSTASH_REDIS_REST_URL] --token T [UPSTASH_REDIS_REST_TOKEN; prefer the variable]
  *   redis:    --url redis://… [REDIS_URL]   (ioredis)        --prefix P (default "bq:")
+ *   upstash and redis: --layout own|babelqueue-php|babelqueue-go [BQ_LAYOUT] — the store's `layout`;
+ *             a BabelQueue layout takes no namespace (its --prefix defaults to the SDK's)
  *   postgres: --url postgres://… [DATABASE_URL]   (pg)       --table T (default: the store's)
  *
  * What this is *not*: a place that prints a credential. `secrets` lists every value that must
  * never appear in output (tokens, URL passwords); the CLI redacts them from every message.
  */
 import { parseArgs } from "node:util";
+import type { RedisLayoutName } from "../stores/redis/layouts.js";
 
 export type StoreKind = "dynamodb" | "upstash" | "redis" | "postgres";
 export const STORE_KINDS: readonly StoreKind[] = ["dynamodb", "upstash", "redis", "postgres"];
+const REDIS_LAYOUTS: readonly RedisLayoutName[] = ["own", "babelqueue-php", "babelqueue-go"];
 
 export interface CliConfig {
   readonly command: "inspect" | "forget" | "help";
@@ -37,8 +41,8 @@ export interface CliConfig {
 
 export type StoreConfig =
   | { readonly kind: "dynamodb"; readonly namespace: string; readonly table: string; readonly endpoint?: string; readonly region?: string; readonly keyAttribute?: string }
-  | { readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string }
-  | { readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string }
+  | { readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string; readonly layout?: RedisLayoutName }
+  | { readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string; readonly layout?: RedisLayoutName }
   | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string };
 
 /** A mistake in the command line: printed with the usage, exit code 2. */
@@ -60,6 +64,8 @@ store (flags, or the environment in brackets):
             --region R [AWS_REGION]  --key-attribute A   (credentials: the AWS SDK's default chain)
   upstash   --url URL [UPSTASH_REDIS_REST_URL]  token: [UPSTASH_REDIS_REST_TOKEN] (or --token)
   redis     --url redis://… [REDIS_URL]  --prefix P     (needs ioredis)
+  upstash, redis: --layout own|babelqueue-php|babelqueue-go [BQ_LAYOUT]  (the records of BabelQueue's
+            PHP or Go SDK: no --namespace; --prefix defaults to the SDK's, bq:idem: or bq:idemp:)
   postgres  --url postgres://… [DATABASE_URL]  --table T (needs pg)
 
 forget drops an id whatever its state, so its next delivery runs the effect again. With more than
@@ -102,6 +108,17 @@ function inferKind(flags: Record<string, string | boolean | undefined>, env: Env
   return undefined;
 }
 
+/** The Redis layout of --layout / BQ_LAYOUT, checked against the namespace (a BabelQueue layout has none). */
+function redisLayout(flag: string | undefined, env: Env, namespace: string): RedisLayoutName | undefined {
+  const layout = pick(flag, env.BQ_LAYOUT);
+  if (layout === undefined) return undefined;
+  if (!(REDIS_LAYOUTS as readonly string[]).includes(layout)) throw new UsageError(`--layout must be one of ${REDIS_LAYOUTS.join(", ")}`);
+  if (layout !== "own" && namespace !== "") {
+    throw new UsageError(`--layout ${layout} keys ids as the BabelQueue SDK does, <prefix><id>: give --prefix, not --namespace (or BQ_NAMESPACE)`);
+  }
+  return layout as RedisLayoutName;
+}
+
 function storeConfig(flags: Record<string, string | boolean | undefined>, env: Env): { store: StoreConfig; secrets: string[] } {
   const kind = inferKind(flags, env);
   if (kind === undefined) throw new UsageError("which store? give --store (or --table, --url, or the environment variables below)");
@@ -131,13 +148,18 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
       const token = pick(flag("token"), env.UPSTASH_REDIS_REST_TOKEN);
       if (url === undefined || token === undefined) throw new UsageError("upstash needs --url and a token (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN)");
       const prefix = flag("prefix");
-      return { store: { kind, namespace, url, token, ...(prefix === undefined ? {} : { prefix }) }, secrets: [token, ...urlSecrets(url)] };
+      const layout = redisLayout(flag("layout"), env, namespace);
+      return {
+        store: { kind, namespace, url, token, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }) },
+        secrets: [token, ...urlSecrets(url)],
+      };
     }
     case "redis": {
       const url = pick(flag("url"), env.REDIS_URL);
       if (url === undefined) throw new UsageError("redis needs --url redis://… (or REDIS_URL)");
       const prefix = flag("prefix");
-      return { store: { kind, namespace, url, ...(prefix === undefined ? {} : { prefix }) }, secrets: urlSecrets(url) };
+      const layout = redisLayout(flag("layout"), env, namespace);
+      return { store: { kind, namespace, url, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }) }, secrets: urlSecrets(url) };
     }
     case "postgres": {
       const url = pick(flag("url"), env.DATABASE_URL);
@@ -166,6 +188,7 @@ export function parseCommandLine(argv: readonly string[], env: Env): CliConfig {
         url: { type: "string" },
         token: { type: "string" },
         prefix: { type: "string" },
+        layout: { type: "string" },
         json: { type: "boolean" },
         yes: { type: "boolean", short: "y" },
         "dry-run": { type: "boolean" },

@@ -45,6 +45,10 @@ function hostOf(url: string): string {
 
 const ns = (namespace: string) => `namespace ${JSON.stringify(namespace)}`;
 
+/** Where a Redis store's records are: its namespace, or in a BabelQueue layout the layout and its prefix. */
+const redisWhere = (store: { layout: string; namespace: string; prefix: string }) =>
+  store.layout === "own" ? ns(store.namespace) : `layout ${store.layout}, prefix ${JSON.stringify(store.prefix)}`;
+
 export async function openStore(config: StoreConfig): Promise<OpenedStore> {
   switch (config.kind) {
     case "dynamodb": {
@@ -73,8 +77,9 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
         token: config.token,
         namespace: config.namespace,
         ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
+        ...(config.layout === undefined ? {} : { layout: config.layout }),
       });
-      return { store, label: `upstash ${hostOf(config.url)}, ${ns(config.namespace)}`, close: async () => undefined };
+      return { store, label: `upstash ${hostOf(config.url)}, ${redisWhere(store)}`, close: async () => undefined };
     }
     case "redis": {
       const [{ Redis }, { RedisStore, ioredisScriptClient }] = await Promise.all([
@@ -88,10 +93,11 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
         client: ioredisScriptClient(redis),
         namespace: config.namespace,
         ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
+        ...(config.layout === undefined ? {} : { layout: config.layout }),
       });
       return {
         store,
-        label: `redis ${hostOf(config.url)}, ${ns(config.namespace)}`,
+        label: `redis ${hostOf(config.url)}, ${redisWhere(store)}`,
         close: async () => {
           redis.disconnect();
         },

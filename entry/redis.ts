@@ -8,6 +8,7 @@
 export {
   type IoredisLike,
   MAX_REDIS_KEY_BYTES,
+  type RedisLayoutName,
   RedisStore,
   type RedisStoreCommonOptions,
   type RedisStoreOptions,

@@ -6,7 +6,16 @@
  * Every script takes many keys, so a whole batch is ONE command (one HTTP request over Upstash's
  * REST API, one round trip over TCP). The single-id forms are the same scripts with one key.
  *
- * Record layout, one string key per id (`*` = only when the id has a payload fingerprint):
+ * What a script costs on Upstash pay-as-you-go: the `EVALSHA` plus every command it runs (Upstash's
+ * own rate-limit SDK prices its scripts so — upstash/docs `redis/sdks/ratelimit-ts/costs.mdx`:
+ * "EVAL, INCR, PEXPIRE" = 3 commands; `redis/overall/billing.mdx`: every command of a pipeline or
+ * transaction is billed), while a multi-key `MGET` / `DEL` counts once ("For billing purposes, this
+ * counts as a single command", upstash/docs `redis/sdks/ts/commands/string`). So the scripts read
+ * a whole batch with one `MGET`, write each id with exactly one command, and run `PTTL` only for an
+ * answer that needs it. bench/cost-redis.ts counts them the same way (Redis's `INFO commandstats`).
+ *
+ * Record layout of the store's own layout (the BabelQueue layouts: scripts-babelqueue.ts), one
+ * string key per id (`*` = only when the id has a payload fingerprint):
  *   - in flight: value `i:<fencing token>` + `:<fingerprint>`*, `PX` = the lease;
  *   - committed: value `d` + `:<fingerprint>`*, `PX` = the retention.
  * The fencing token is a UUID the store makes (never a `:`), so the first `:` after it starts the
@@ -42,10 +51,13 @@ export interface RedisScript {
 }
 
 /**
- * The Lua prelude of every script: `parse(value)` → state (`'d'` committed, `'i'` in flight, nil
- * for no record), the fencing token (in flight), the fingerprint (`''` for none).
+ * Helpers every script may use (Lua, prepended to its source):
+ *   - `parse(value)` → state (`'d'` committed, `'i'` in flight, nil for no record), the fencing token
+ *     (in flight), the fingerprint (`''` for none);
+ *   - `mget(keys)` / `del(keys)`: ONE `MGET` / `DEL` for many keys (in slices of 1000, Lua's `unpack`
+ *     limit), because Upstash bills a multi-key command once, whatever its key count.
  */
-const PARSE = `local function parse(value)
+const PRELUDE = `local function parse(value)
   if not value then return nil, nil, '' end
   if value == 'd' then return 'd', nil, '' end
   local head = string.sub(value, 1, 2)
@@ -56,42 +68,84 @@ const PARSE = `local function parse(value)
   if colon then return 'i', string.sub(rest, 1, colon - 1), string.sub(rest, colon + 1) end
   return 'i', rest, ''
 end
+local function mget(keys)
+  local values = {}
+  for first = 1, #keys, 1000 do
+    local part = redis.call('MGET', unpack(keys, first, math.min(first + 999, #keys)))
+    for j = 1, #part do values[first + j - 1] = part[j] end
+  end
+  return values
+end
+local function del(keys)
+  for first = 1, #keys, 1000 do redis.call('DEL', unpack(keys, first, math.min(first + 999, #keys))) end
+end
 `;
 
-function withParse(name: string, body: string): RedisScript {
-  return { name, source: PARSE + body };
+/** A script with the prelude (`parse`, `mget`, `del`) in front of its body. */
+export function withPrelude(name: string, body: string): RedisScript {
+  return { name, source: PRELUDE + body };
 }
 
 /**
- * claim — KEYS: the ids' keys; ARGV[1]: lease (ms); ARGV[1+i]: the fresh token for KEYS[i];
- * ARGV[1+#KEYS+i] (optional): the fingerprint for KEYS[i], '' or absent for none.
+ * claim — KEYS: the ids' keys; ARGV[1]: lease (ms); ARGV[2]: the redelivery hints, one character per
+ * key (`1` = redelivered), or '' for none; ARGV[2+i]: the fresh token for KEYS[i];
+ * ARGV[2+#KEYS+i] (optional): the fingerprint for KEYS[i], '' or absent for none.
  * Returns two entries per key: a code (-1 claimed with the token passed in, -2 done, >= 0 in
  * flight: the lease's remaining ms), then `:` + the stored fingerprint (of a done / in-flight record).
+ *
+ * Billed commands (Upstash bills the EVALSHA plus every command the script runs): a first delivery
+ * is ONE `SET key record NX PX lease`, which claims a new id outright; the ids it did not claim and
+ * the redeliveries (likely committed already) are read with ONE `MGET` for the whole batch; an
+ * absent one is then claimed with its `SET NX`, and only an in-flight one costs a `PTTL`. So a batch
+ * of N new messages costs 1 + N, a batch of N committed redeliveries 1 + 1.
+ * `SET ... NX GET` (Redis 7.0+) would answer a first delivery that finds a record in the same command,
+ * but Upstash documents its reply as null "when a condition prevents the write" — a null that would
+ * read as "claimed" — so no answer here depends on it: a `SET NX` reply (`OK` or null) means the same
+ * on every server.
  */
-export const CLAIM: RedisScript = withParse(
+export const CLAIM: RedisScript = withPrelude(
   "claim",
   `local lease = ARGV[1]
+local hints = ARGV[2]
 local n = #KEYS
 local out = {}
-for i, key in ipairs(KEYS) do
-  local value = redis.call('GET', key)
-  if not value then
-    local fingerprint = ARGV[1 + n + i] or ''
-    local record = 'i:' .. ARGV[i + 1]
-    if fingerprint ~= '' then record = record .. ':' .. fingerprint end
-    redis.call('SET', key, record, 'PX', lease)
+local function record(i)
+  local fingerprint = ARGV[2 + n + i] or ''
+  if fingerprint == '' then return 'i:' .. ARGV[2 + i] end
+  return 'i:' .. ARGV[2 + i] .. ':' .. fingerprint
+end
+local function found(i, value)
+  local state, _, fingerprint = parse(value)
+  if state == 'd' then
+    out[2 * i - 1] = -2
+  else
+    local left = redis.call('PTTL', KEYS[i])
+    if left < 0 then left = 0 end
+    out[2 * i - 1] = left
+  end
+  out[2 * i] = ':' .. fingerprint
+end
+local unread, unreadKeys = {}, {}
+for i = 1, n do
+  if string.sub(hints, i, i) ~= '1' and redis.call('SET', KEYS[i], record(i), 'NX', 'PX', lease) then
     out[2 * i - 1] = -1
     out[2 * i] = ':'
   else
-    local state, _, fingerprint = parse(value)
-    if state == 'd' then
-      out[2 * i - 1] = -2
-    else
-      local left = redis.call('PTTL', key)
-      if left < 0 then left = 0 end
-      out[2 * i - 1] = left
-    end
-    out[2 * i] = ':' .. fingerprint
+    unread[#unread + 1] = i
+    unreadKeys[#unreadKeys + 1] = KEYS[i]
+  end
+end
+local values = mget(unreadKeys)
+for j, i in ipairs(unread) do
+  if values[j] then
+    found(i, values[j])
+  elseif redis.call('SET', KEYS[i], record(i), 'NX', 'PX', lease) then
+    out[2 * i - 1] = -1
+    out[2 * i] = ':'
+  else
+    -- Absent when read, there now: the same id earlier in this batch. (MGET also answers nil for a
+    -- key of another type; GET then fails with WRONGTYPE, and NX never overwrote it.)
+    found(i, redis.call('GET', KEYS[i]))
   end
 end
 return out`,
@@ -99,21 +153,30 @@ return out`,
 
 /**
  * remember — KEYS: the ids' keys; ARGV[1]: retention (ms); ARGV[1+i] (optional): the fingerprint
- * for KEYS[i]. Unconditional commit; where no fingerprint is given it keeps the one the record
- * holds (the claim's). Returns #KEYS.
+ * for KEYS[i]. Unconditional commit: ONE `SET key d[:fp] PX retention` per id given its fingerprint
+ * (the engine always gives it); the ids given none keep the one their record holds (the claim's),
+ * read with ONE `MGET` for all of them. Returns #KEYS.
  */
-export const REMEMBER: RedisScript = withParse(
+export const REMEMBER: RedisScript = withPrelude(
   "remember",
-  `for i, key in ipairs(KEYS) do
+  `local retention = ARGV[1]
+local unknown, unknownKeys = {}, {}
+for i, key in ipairs(KEYS) do
   local fingerprint = ARGV[1 + i] or ''
   if fingerprint == '' then
-    local _, _, held = parse(redis.call('GET', key))
-    fingerprint = held
-  end
-  if fingerprint == '' then
-    redis.call('SET', key, 'd', 'PX', ARGV[1])
+    unknown[#unknown + 1] = i
+    unknownKeys[#unknownKeys + 1] = key
   else
-    redis.call('SET', key, 'd:' .. fingerprint, 'PX', ARGV[1])
+    redis.call('SET', key, 'd:' .. fingerprint, 'PX', retention)
+  end
+end
+local values = mget(unknownKeys)
+for j, i in ipairs(unknown) do
+  local _, _, held = parse(values[j])
+  if held == '' then
+    redis.call('SET', KEYS[i], 'd', 'PX', retention)
+  else
+    redis.call('SET', KEYS[i], 'd:' .. held, 'PX', retention)
   end
 end
 return #KEYS`,
@@ -121,53 +184,71 @@ return #KEYS`,
 
 /**
  * release — KEYS: the ids' keys; ARGV[i]: the token for KEYS[i]. Compare-and-delete: deletes only
- * an in-flight record holding exactly that token. Returns 1 (deleted) or 0 per key.
+ * an in-flight record holding exactly that token. ONE `MGET`, then ONE `DEL` of the owned keys.
+ * Returns 1 (deleted) or 0 per key (a key listed twice is deleted once).
  */
-export const RELEASE: RedisScript = withParse(
+export const RELEASE: RedisScript = withPrelude(
   "release",
-  `local out = {}
+  `local values = mget(KEYS)
+local out, owned, taken = {}, {}, {}
 for i, key in ipairs(KEYS) do
-  local state, token = parse(redis.call('GET', key))
-  if state == 'i' and token == ARGV[i] then
-    redis.call('DEL', key)
+  local state, token = parse(values[i])
+  if state == 'i' and token == ARGV[i] and not taken[key] then
+    taken[key] = true
+    owned[#owned + 1] = key
     out[i] = 1
   else
     out[i] = 0
   end
 end
+del(owned)
 return out`,
 );
 
-/** seen — KEYS: the ids' keys. Returns 1 (committed, retention live) or 0 per key. */
-export const SEEN: RedisScript = withParse(
+/** seen — KEYS: the ids' keys. ONE `MGET`. Returns 1 (committed, retention live) or 0 per key. */
+export const SEEN: RedisScript = withPrelude(
   "seen",
-  `local out = {}
-for i, key in ipairs(KEYS) do
-  if parse(redis.call('GET', key)) == 'd' then out[i] = 1 else out[i] = 0 end
+  `local values = mget(KEYS)
+local out = {}
+for i = 1, #KEYS do
+  if parse(values[i]) == 'd' then out[i] = 1 else out[i] = 0 end
 end
 return out`,
 );
 
 /**
  * inspect — KEYS[1]: one id's key. Returns { state (0 none, 1 in flight, 2 done), the remaining
- * ms of its window, `:` + its fingerprint }.
+ * ms of its window (-1: none), `:` + its fingerprint }.
  */
-export const INSPECT: RedisScript = withParse(
+export const INSPECT: RedisScript = withPrelude(
   "inspect",
   `local value = redis.call('GET', KEYS[1])
 if not value then return {0, 0, ':'} end
 local state, _, fingerprint = parse(value)
 local left = redis.call('PTTL', KEYS[1])
-if left < 0 then left = 0 end
+if left < -1 then left = 0 end
 if state == 'd' then return {2, left, ':' .. fingerprint} end
 return {1, left, ':' .. fingerprint}`,
 );
 
-/** forget — KEYS: the ids' keys. Deletes whatever state. Returns the number deleted. */
+/** forget — KEYS: every key of the ids. Deletes whatever state, in ONE `DEL`. Returns the number deleted. */
 export const FORGET: RedisScript = {
   name: "forget",
   source: `return redis.call('DEL', unpack(KEYS))`,
 };
+
+/** The scripts of one record layout, by operation (the own layout's: `OWN_SCRIPTS`; the BabelQueue ones: scripts-babelqueue.ts). */
+export interface RedisLayoutScripts {
+  readonly claim: RedisScript;
+  readonly remember: RedisScript;
+  readonly release: RedisScript;
+  readonly seen: RedisScript;
+  readonly inspect: RedisScript;
+  readonly forget: RedisScript;
+}
+
+/** The store's own layout. */
+export const OWN_SCRIPTS: RedisLayoutScripts = { claim: CLAIM, remember: REMEMBER, release: RELEASE, seen: SEEN, inspect: INSPECT, forget: FORGET };
 
 const shaCache = new Map<string, Promise<string>>();
 
@@ -246,7 +327,8 @@ export function readRecord(reply: unknown): IdRecord | null {
   const left = integer(reply[1]);
   const stored = withFingerprint(fingerprint(reply[2]));
   if (state === 0) return null;
-  if (state === 1) return { status: "in-flight", leaseLeftMs: left, ...stored };
-  if (state === 2) return { status: "done", retentionLeftMs: left, ...stored };
+  // -1: the record has no expiry (a BabelQueue layout keeps committed ids for good, as its SDK does).
+  if (state === 1) return { status: "in-flight", ...(left < 0 ? {} : { leaseLeftMs: left }), ...stored };
+  if (state === 2) return { status: "done", ...(left < 0 ? {} : { retentionLeftMs: left }), ...stored };
   throw new Error("wrong shape");
 }

@@ -6,9 +6,11 @@
  * on NOSCRIPT).
  *
  * Contract (the store contract of docs/ARCHITECTURE.md, the same as `InMemoryStore`):
- *   - key layout `{prefix}{namespace}:{id}` (`prefix` defaults to "bq:"), built by `storeKey`;
- *     an id whose key would pass 512 bytes, or that starts with `#`, becomes `#` + its SHA-256.
- *     With `hashTag: true` (TCP, Redis Cluster) the layout is `{prefix}{{namespace}}:{id}`.
+ *   - record layout (`layout`, layouts.ts): the own one by default — key `{prefix}{namespace}:{id}`
+ *     (`prefix` defaults to "bq:"), built by `storeKey`; an id whose key would pass 512 bytes, or
+ *     that starts with `#`, becomes `#` + its SHA-256; with `hashTag: true` (TCP, Redis Cluster)
+ *     `{prefix}{{namespace}}:{id}` — or the records of BabelQueue's PHP or Go SDK
+ *     ("babelqueue-php", "babelqueue-go"; docs/drafts/fleet-redis.md).
  *   - `claim` answers claimed / done / in-flight (+ the lease's remaining ms, + the stored payload
  *     fingerprint) in ONE command, and stores the claim's fingerprint in that same command;
  *     lease and retention are `PX` expiries on the Redis server's clock. Value layout: see
@@ -31,41 +33,37 @@
  * never logs. A call that timed out may still land on the server: a claim then simply expires with
  * its lease, a commit or a release is as if it had answered.
  */
-import type { Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
+import type { Claim, ClaimHints, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
 import { InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
 import { describeFailure } from "../../src/store-kit/failures.js";
-import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
-import {
-  CLAIM,
-  FORGET,
-  INSPECT,
-  type RedisScript,
-  type RedisScriptClient,
-  RELEASE,
-  REMEMBER,
-  SEEN,
-  readClaims,
-  readIntegers,
-  readRecord,
-  runScript,
-} from "./scripts.js";
+import { type RedisLayout, type RedisLayoutName, resolveRedisLayout } from "./layouts.js";
+import { type RedisScript, type RedisScriptClient, readClaims, readIntegers, readRecord, runScript } from "./scripts.js";
 
 export type { RedisScriptClient } from "./scripts.js";
+export { MAX_REDIS_KEY_BYTES, type RedisLayoutName } from "./layouts.js";
 
-/** Longest key the stores write, prefix and namespace included (UTF-8 bytes). */
-export const MAX_REDIS_KEY_BYTES = 512;
-const DEFAULT_PREFIX = "bq:";
 export const DEFAULT_REDIS_TIMEOUT_MS = 5_000;
-const PREFIX_PATTERN = /^[A-Za-z0-9_.\-/:]{0,100}$/;
 
 /** Options shared by both Redis stores. */
 export interface RedisStoreCommonOptions extends StoreWindows {
-  /** Key prefix separating consumers that must each run their effect once. Default "". */
+  /**
+   * Whose records the store reads and writes (docs/drafts/fleet-redis.md): "own" (default), or
+   * "babelqueue-php" / "babelqueue-go" to share one seen-set with BabelQueue's PHP `RedisStore` or
+   * Go `idempotency-redis` consumers of the same queue. A BabelQueue layout uses ids verbatim under
+   * the SDK's prefix, refuses `namespace` and `hashTag`, keeps committed ids for good unless
+   * `retentionMs` is given, and stores no fingerprint with a committed id.
+   */
+  layout?: RedisLayoutName;
+  /** Key prefix separating consumers that must each run their effect once. Default "". Not in a BabelQueue layout (use `prefix`). */
   namespace?: string;
-  /** Put before every key, for sharing a database with other data. Default "bq:". `A-Z a-z 0-9 _ . - / :`, up to 100. */
+  /**
+   * Put before every key, for sharing a database with other data. `A-Z a-z 0-9 _ . - / :`, up to 100.
+   * Default "bq:"; in a BabelQueue layout the SDK's own prefix ("bq:idem:" PHP, "bq:idemp:" Go) —
+   * give the one the SDK is configured with.
+   */
   prefix?: string;
   /** Longest wait for one store call before it fails as unavailable (ms). Default 5000. */
   timeoutMs?: number;
@@ -86,6 +84,7 @@ export interface RedisStoreOptions extends RedisStoreCommonOptions {
 }
 
 const REDIS_OPTION_KEYS = optionKeys<RedisStoreOptions>({
+  layout: true,
   namespace: true,
   prefix: true,
   timeoutMs: true,
@@ -102,9 +101,12 @@ class CallTimedOut {
 
 /** The store logic, over any client with `eval` / `evalsha` (TCP or REST). */
 export class RedisStore implements ClaimingStore {
+  /** The record layout (see `layout`). */
+  readonly layout: RedisLayoutName;
   readonly namespace: string;
   readonly prefix: string;
   readonly leaseMs: number;
+  /** Retention of a committed id (ms); `Infinity` in a BabelQueue layout without `retentionMs` (kept for good). */
   readonly retentionMs: number;
   readonly timeoutMs: number;
   /** The name errors are reported under. */
@@ -112,46 +114,32 @@ export class RedisStore implements ClaimingStore {
   /** Strings scrubbed from every error detail (the REST token, when the store knows it). */
   protected readonly secrets: string[] = [];
   readonly #client: RedisScriptClient;
-  readonly #head: string;
-  readonly #namespacePart: string;
+  readonly #layout: RedisLayout;
 
   constructor(options: RedisStoreOptions) {
     checkOptions(options, REDIS_OPTION_KEYS, "RedisStore");
-    this.namespace = checkNamespace(options.namespace ?? "");
-    const prefix = options.prefix ?? DEFAULT_PREFIX;
-    if (typeof prefix !== "string" || !PREFIX_PATTERN.test(prefix)) {
-      throw new InvalidOptionError("prefix", "must be 0-100 characters of A-Z a-z 0-9 _ . - / :");
-    }
-    this.prefix = prefix;
-    ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
+    this.#layout = resolveRedisLayout(options);
+    ({ name: this.layout, namespace: this.namespace, prefix: this.prefix, retentionMs: this.retentionMs } = this.#layout);
+    this.leaseMs = resolveWindows(options).leaseMs;
     this.timeoutMs = checkMs("timeoutMs", options.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS);
     const client = options.client;
     if (typeof client?.eval !== "function" || typeof client.evalsha !== "function") {
       throw new InvalidOptionError("client", "must have eval(script, keys, args) and evalsha(sha1, keys, args)");
     }
     this.#client = client;
-    if (options.hashTag === true) {
-      if (this.namespace === "") throw new InvalidOptionError("hashTag", "needs a non-empty namespace (the hash tag)");
-      this.#head = `${prefix}{${this.namespace}}`;
-      this.#namespacePart = "";
-    } else {
-      this.#head = prefix;
-      this.#namespacePart = this.namespace;
-    }
   }
 
-  /** The Redis key of an id (for operators and tests). */
+  /** The Redis key of an id (for operators and tests): the SDK's key in a BabelQueue layout. */
   key(id: string): Promise<string> {
-    if (typeof id !== "string") throw new InvalidOptionError("id", "must be a string");
-    return storeKey(this.#namespacePart, id, MAX_REDIS_KEY_BYTES, this.#head);
+    return this.#layout.key(id);
   }
 
   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
     return (await this.#claim("claim", [id], leaseMs, [checkFingerprint(fingerprint)]))[0] as Claim;
   }
 
-  async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
-    return this.#claim("claimMany", ids, leaseMs, checkFingerprints(fingerprints, ids.length));
+  async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[], hints?: ClaimHints): Promise<Claim[]> {
+    return this.#claim("claimMany", ids, leaseMs, checkFingerprints(fingerprints, ids.length), hints?.redelivered);
   }
 
   async release(id: string, token: string): Promise<boolean> {
@@ -179,12 +167,12 @@ export class RedisStore implements ClaimingStore {
   }
 
   async forget(id: string): Promise<void> {
-    await this.#run("forget", FORGET, [await this.key(id)], [], [], () => undefined);
+    await this.#run("forget", this.#layout.scripts.forget, await this.#layout.keysOf(id), [], [], () => undefined);
   }
 
   /** What Redis holds for one id (for operators): state, the window's remaining ms, fingerprint. One command. */
   async inspect(id: string): Promise<IdRecord | null> {
-    return this.#run("inspect", INSPECT, [await this.key(id)], [], [], readRecord);
+    return this.#run("inspect", this.#layout.scripts.inspect, await this.#layout.keysOf(id), [], [], readRecord);
   }
 
   async #claim(
@@ -192,13 +180,16 @@ export class RedisStore implements ClaimingStore {
     ids: readonly string[],
     leaseMs: number | undefined,
     fingerprints: readonly (string | undefined)[],
+    redelivered?: readonly boolean[],
   ): Promise<Claim[]> {
     const lease = Math.max(1, Math.ceil(checkMs("leaseMs", leaseMs ?? this.leaseMs)));
     if (ids.length === 0) return [];
     const keys = await this.#keys(ids);
     const tokens = ids.map(() => globalThis.crypto.randomUUID());
-    const args = [String(lease), ...tokens, ...fingerprintArgs(fingerprints)];
-    return this.#run(operation, CLAIM, keys, args, tokens, (reply) => readClaims(reply, tokens));
+    // The hints only choose how the script reads (scripts.ts, CLAIM); the answers are the same without them.
+    const hints = redelivered?.length === ids.length ? redelivered.map((flag) => (flag === true ? "1" : "0")).join("") : "";
+    const args = [String(lease), hints, ...tokens, ...fingerprintArgs(fingerprints)];
+    return this.#run(operation, this.#layout.scripts.claim, keys, args, tokens, (reply) => readClaims(reply, tokens));
   }
 
   async #release(operation: string, claims: readonly ClaimRef[]): Promise<boolean[]> {
@@ -208,24 +199,27 @@ export class RedisStore implements ClaimingStore {
     }
     const keys = await this.#keys(claims.map((claim) => claim.id));
     const tokens = claims.map((claim) => claim.token);
-    return this.#run(operation, RELEASE, keys, tokens, tokens, (reply) => readIntegers(reply, claims.length).map((n) => n === 1));
+    return this.#run(operation, this.#layout.scripts.release, keys, tokens, tokens, (reply) => readIntegers(reply, claims.length).map((n) => n === 1));
   }
 
   async #remember(operation: string, ids: readonly string[], fingerprints: readonly (string | undefined)[]): Promise<void> {
     if (ids.length === 0) return;
     const keys = await this.#keys(ids);
-    const args = [String(Math.ceil(this.retentionMs)), ...fingerprintArgs(fingerprints)];
-    await this.#run(operation, REMEMBER, keys, args, [], () => undefined);
+    // '': no expiry (a BabelQueue layout without retentionMs keeps committed ids for good, as its SDK does).
+    const retention = Number.isFinite(this.retentionMs) ? String(Math.ceil(this.retentionMs)) : "";
+    const args = [retention, ...fingerprintArgs(fingerprints)];
+    await this.#run(operation, this.#layout.scripts.remember, keys, args, [], () => undefined);
   }
 
   async #seen(operation: string, ids: readonly string[]): Promise<boolean[]> {
     if (ids.length === 0) return [];
     const keys = await this.#keys(ids);
-    return this.#run(operation, SEEN, keys, [], [], (reply) => readIntegers(reply, ids.length).map((n) => n === 1));
+    return this.#run(operation, this.#layout.scripts.seen, keys, [], [], (reply) => readIntegers(reply, ids.length).map((n) => n === 1));
   }
 
-  #keys(ids: readonly string[]): Promise<string[]> {
-    return Promise.all(ids.map((id) => this.key(id)));
+  async #keys(ids: readonly string[]): Promise<string[]> {
+    if (this.#layout.keysPerId === 1) return Promise.all(ids.map((id) => this.#layout.key(id)));
+    return (await Promise.all(ids.map((id) => this.#layout.keysOf(id)))).flat();
   }
 
   /**

@@ -26,6 +26,7 @@ export interface UpstashRedisStoreOptions extends RedisStoreCommonOptions {
 }
 
 const UPSTASH_OPTION_KEYS = optionKeys<UpstashRedisStoreOptions>({
+  layout: true,
   namespace: true,
   prefix: true,
   timeoutMs: true,

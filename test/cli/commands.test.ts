@@ -69,6 +69,8 @@ interface Backend {
   readonly name: string;
   /** A store and the CLI flags + environment that reach the same records. */
   make(ns: string): { store: ClaimingStore; argv: string[]; env: Record<string, string>; secrets: string[] };
+  /** Committed ids have no expiry (a BabelQueue layout's default): inspect shows "no expiry". */
+  readonly keptForGood?: boolean;
 }
 
 const backends: Backend[] = [
@@ -99,6 +101,26 @@ const backends: Backend[] = [
       secrets: [upstashToken],
     }),
   },
+  {
+    name: 'redis, layout "babelqueue-php" (the PHP SDK\'s records; --layout, --prefix)',
+    keptForGood: true,
+    make: (ns) => ({
+      store: new RedisStore({ client: ioredisScriptClient(ioredis), layout: "babelqueue-php", prefix: `bq:idem:${ns}:` }),
+      argv: ["--layout", "babelqueue-php", "--prefix", `bq:idem:${ns}:`],
+      env: { REDIS_URL: redisUrl },
+      secrets: [],
+    }),
+  },
+  {
+    name: 'upstash, layout "babelqueue-go" (the Go SDK\'s records; BQ_LAYOUT)',
+    keptForGood: true,
+    make: (ns) => ({
+      store: new UpstashRedisStore({ url: upstashUrl, token: upstashToken, layout: "babelqueue-go", prefix: `bq:idemp:${ns}:` }),
+      argv: ["--prefix", `bq:idemp:${ns}:`],
+      env: { UPSTASH_REDIS_REST_URL: upstashUrl, UPSTASH_REDIS_REST_TOKEN: upstashToken, BQ_LAYOUT: "babelqueue-go" },
+      secrets: [upstashToken],
+    }),
+  },
 ];
 
 describe.each(backends)("babelqueue-serverless on $name", (backend) => {
@@ -123,7 +145,12 @@ describe.each(backends)("babelqueue-serverless on $name", (backend) => {
         ["order-in-flight", "in-flight", "inspect"],
         ["order-absent", "absent", "inspect"],
       ]);
-      expect(records[0]?.retentionLeftMs).toBeGreaterThan(3 * 86_400_000);
+      if (backend.keptForGood) {
+        expect(records[0]?.retentionLeftMs).toBeUndefined();
+        expect(rows.find((row) => row.startsWith("order-done"))).toMatch(/done\s+-\s+no expiry\s+-$/);
+      } else {
+        expect(records[0]?.retentionLeftMs).toBeGreaterThan(3 * 86_400_000);
+      }
       expect(records[1]?.leaseLeftMs).toBeGreaterThan(50_000);
       expect(records[1]?.leaseLeftMs).toBeLessThanOrEqual(60_000);
       expect(rows.find((row) => row.startsWith("order-in-flight"))).toMatch(/in-flight\s+\d+s\s+-/);
@@ -221,6 +248,12 @@ describe("store failures and usage", () => {
     expect(noStore.err).toContain("which store?");
     expect((await cli(["forget"], { REDIS_URL: redisUrl })).code).toBe(2);
     expect((await cli(["inspect", "-"], { REDIS_URL: redisUrl }, "\n\n")).code).toBe(2);
+    const layout = await cli(["inspect", "x", "--layout", "babelqueue-ruby"], { REDIS_URL: redisUrl });
+    expect(layout.code).toBe(2);
+    expect(layout.err).toContain("--layout must be one of own, babelqueue-php, babelqueue-go");
+    const namespaced = await cli(["inspect", "x", "--layout", "babelqueue-php", "--namespace", "orders"], { REDIS_URL: redisUrl });
+    expect(namespaced.code).toBe(2);
+    expect(namespaced.err).toContain("give --prefix, not --namespace");
     expect((await cli(["inspect", "x", "--store", "mongo"])).err).toContain("--store must be one of");
   });
 

@@ -52,13 +52,16 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
     deprecated: [],
   },
   "./redis": {
-    public: ["type IoredisLike", "ioredisScriptClient", "MAX_REDIS_KEY_BYTES", "type RedisScriptClient", "RedisStore", "type RedisStoreCommonOptions", "type RedisStoreOptions"],
+    public: [
+      "type IoredisLike", "ioredisScriptClient", "MAX_REDIS_KEY_BYTES", "type RedisLayoutName", "type RedisScriptClient", "RedisStore",
+      "type RedisStoreCommonOptions", "type RedisStoreOptions",
+    ],
     deprecated: [],
   },
   "./upstash": {
     public: [
-      "type IoredisLike", "ioredisScriptClient", "MAX_REDIS_KEY_BYTES", "type RedisScriptClient", "RedisStore", "type RedisStoreCommonOptions",
-      "type RedisStoreOptions", "UpstashRedisStore", "type UpstashRedisStoreOptions",
+      "type IoredisLike", "ioredisScriptClient", "MAX_REDIS_KEY_BYTES", "type RedisLayoutName", "type RedisScriptClient", "RedisStore",
+      "type RedisStoreCommonOptions", "type RedisStoreOptions", "UpstashRedisStore", "type UpstashRedisStoreOptions",
     ],
     deprecated: [],
   },

@@ -33,7 +33,7 @@ function refused(make: () => unknown, key: string): InvalidOptionError {
 describe("unknown option keys are refused, by name", () => {
   const cases: [string, () => unknown, string][] = [
     ["RedisStore { cluster }", () => new RedisStore({ client: scriptClient, cluster: true } as never), "cluster"],
-    ["RedisStore { layout }", () => new RedisStore({ client: scriptClient, layout: "php" } as never), "layout"],
+    ["RedisStore { dialect }", () => new RedisStore({ client: scriptClient, dialect: "php" } as never), "dialect"],
     ["UpstashRedisStore { hashTag }", () => new UpstashRedisStore({ client: scriptClient, hashTag: true } as never), "hashTag"],
     ["DynamoDBStore { tableName }", () => new DynamoDBStore({ table: "t", tableName: "t" } as never), "tableName"],
     ["PostgresStore { schema }", () => new PostgresStore({ pool, schema: "x" } as never), "schema"],
@@ -62,7 +62,7 @@ describe("unknown option keys are refused, by name", () => {
       'option "namspace" is not an option of InMemoryStore (did you mean "namespace"?)',
     );
     expect(refused(() => new RedisStore({ client: scriptClient, cluster: true } as never), "cluster").message).toBe(
-      'option "cluster" is not an option of RedisStore (its options: client, hashTag, leaseMs, namespace, prefix, retentionMs, timeoutMs)',
+      'option "cluster" is not an option of RedisStore (its options: client, hashTag, layout, leaseMs, namespace, prefix, retentionMs, timeoutMs)',
     );
     expect(refused(() => new KVStore(kv, { RetentionMs: 1 } as never), "RetentionMs").message).toMatch(/did you mean "retentionMs"\?/);
   });
@@ -70,6 +70,7 @@ describe("unknown option keys are refused, by name", () => {
   it("every option the types allow is accepted", () => {
     expect(() => new InMemoryStore({ namespace: "n", now: Date.now, token: () => "t", leaseMs: 1, retentionMs: 1 })).not.toThrow();
     expect(() => new RedisStore({ client: scriptClient, namespace: "n", prefix: "p:", timeoutMs: 1, leaseMs: 1, retentionMs: 1, hashTag: true })).not.toThrow();
+    expect(() => new RedisStore({ client: scriptClient, layout: "babelqueue-php", prefix: "p:", timeoutMs: 1, leaseMs: 1, retentionMs: 1 })).not.toThrow();
     expect(() => new KVStore(kv, { namespace: "n", retentionMs: 1, bulkGet: false })).not.toThrow();
     expect(() => sqsHandler({ store: new InMemoryStore(), handle, leaseMarginMs: 0, logger: false, metrics: false, tracing: false, concurrency: 2 })).not.toThrow();
   });

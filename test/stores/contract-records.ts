@@ -32,6 +32,8 @@ export interface RecordSuiteContext<S extends Store> {
   itLease: typeof it | typeof it.skip;
   /** Tests of a commit WITHOUT a fingerprint keeping the claim's (a store whose commit is a blind write skips them). */
   itKeepsFingerprint: typeof it | typeof it.skip;
+  /** Tests of a committed id's fingerprint (a layout whose committed records have no room for one skips them). */
+  itDoneFingerprint: typeof it | typeof it.skip;
 }
 
 /** Fingerprints that would break a lossy transport or a naive value layout. */
@@ -62,11 +64,21 @@ async function rememberAll(store: Store, ids: string[], fingerprints?: (string |
 }
 
 export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
-  const { fake, long, itRetention, itLease, itKeepsFingerprint } = ctx;
+  const { fake, long, itRetention, itLease, itKeepsFingerprint, itDoneFingerprint } = ctx;
 
   if (ctx.claims) {
     describe("fingerprints on claims", () => {
-      it("claim stores the fingerprint; in-flight and done answers return it, and remember with it keeps it", async () => {
+      it("claim stores the fingerprint and in-flight answers return it, odd ones exactly", async () => {
+        const store = await ctx.makeClaiming();
+        expect((await store.claim("f", undefined, "fp-A")).status).toBe("claimed");
+        expect(await store.claim("f", undefined, "fp-other")).toMatchObject({ status: "in-flight", fingerprint: "fp-A" });
+        const ids = ODD_FINGERPRINTS.map((_, i) => `odd-${i}`);
+        await claimAll(store, ids, [...ODD_FINGERPRINTS]);
+        const held = await claimAll(store, ids);
+        expect(held.map((claim) => (claim.status === "in-flight" ? claim.fingerprint : claim.status))).toEqual(ODD_FINGERPRINTS);
+      });
+
+      itDoneFingerprint("claim stores the fingerprint; in-flight and done answers return it, and remember with it keeps it", async () => {
         const store = await ctx.makeClaiming();
         expect((await store.claim("f", undefined, "fp-A")).status).toBe("claimed");
         expect(await store.claim("f", undefined, "fp-other")).toMatchObject({ status: "in-flight", fingerprint: "fp-A" });
@@ -116,7 +128,7 @@ export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
         expect(await store.claim("n", undefined, "fp-late")).toStrictEqual({ status: "done" });
       });
 
-      it("remember with a fingerprint, claimed or not, is answered by the next claim", async () => {
+      itDoneFingerprint("remember with a fingerprint, claimed or not, is answered by the next claim", async () => {
         const store = await ctx.makeClaiming();
         await store.remember("never-claimed", "fp-R");
         expect(await store.claim("never-claimed")).toStrictEqual({ status: "done", fingerprint: "fp-R" });
@@ -125,7 +137,7 @@ export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
         expect(await store.claim("claimed")).toStrictEqual({ status: "done", fingerprint: "fp-R2" });
       });
 
-      it("round-trips odd fingerprints exactly (separators, JSON look-alikes, unicode, 64 characters)", async () => {
+      itDoneFingerprint("round-trips odd fingerprints exactly (separators, JSON look-alikes, unicode, 64 characters)", async () => {
         const store = await ctx.makeClaiming();
         const ids = ODD_FINGERPRINTS.map((_, i) => `odd-${i}`);
         await claimAll(store, ids, [...ODD_FINGERPRINTS]);
@@ -225,7 +237,7 @@ export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
       });
     const inspectOf = (store: Store, id: string) => (store.inspect as NonNullable<Store["inspect"]>).call(store, id);
 
-    itInspect(it, "is null for an unknown id and after forget; done with the retention left and the fingerprint", async () => {
+    itInspect(itDoneFingerprint, "is null for an unknown id and after forget; done with the retention left and the fingerprint", async () => {
       const store = await ctx.make();
       expect(await inspectOf(store, "unknown")).toBeNull();
       await store.remember("d", "fp-d");
@@ -241,7 +253,7 @@ export function testRecords<S extends Store>(ctx: RecordSuiteContext<S>): void {
     });
 
     if (ctx.claims) {
-      itInspect(it, "in flight: the lease left (roughly the lease), the claim's fingerprint; then done; then null after forget", async () => {
+      itInspect(itDoneFingerprint, "in flight: the lease left (roughly the lease), the claim's fingerprint; then done; then null after forget", async () => {
         const lease = fake ? 60_000 : Math.round(5_000 * ctx.scale);
         const store = await ctx.makeClaiming();
         await store.claim("i", lease, "fp-i");

@@ -39,8 +39,13 @@ export interface StoreHarness<S extends Store = Store> {
   advance?(ms: number): void | Promise<void>;
   /** Multiplies every time window the suite uses with a real clock (default 1: leases of 300 ms). */
   timeScale?: number;
-  /** Parts of the suite this backend cannot run, with the reason printed as the skip. */
-  skip?: Partial<Record<"retention" | "lease-expiry" | "commit-keeps-fingerprint", string>>;
+  /**
+   * Parts of the suite this backend cannot run, with the reason printed as the skip.
+   * "done-fingerprint": a committed id keeps no payload fingerprint (a shared layout whose records
+   * have no room for one); "lone-surrogates": ids are stored as UTF-8 text verbatim, so a lone
+   * surrogate reads as U+FFFD (a shared layout that must use ids exactly as another SDK does).
+   */
+  skip?: Partial<Record<"retention" | "lease-expiry" | "commit-keeps-fingerprint" | "done-fingerprint" | "lone-surrogates", string>>;
   /** Rounds of the 50-concurrent-claims race (default 3). */
   raceRounds?: number;
 }
@@ -151,6 +156,11 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
         await store.forget(ODD_IDS[2] as string);
         expect(await store.seen(ODD_IDS[2] as string)).toBe(false);
         expect(await store.seen(ODD_IDS[3] as string)).toBe(true);
+      });
+
+      (harness.skip?.["lone-surrogates"] ? it.skip : it)("keeps ids with a lone surrogate apart from U+FFFD", async () => {
+        const store = await make();
+        for (const id of ["lone\uD800surrogate", "lone\uDC00surrogate", "lone\uFFFDsurrogate"]) await store.remember(id);
         // Lone surrogates must not fold into U+FFFD (a UTF-8 backend would store them so).
         await store.forget("lone\uD800surrogate");
         expect(await store.seen("lone\uD800surrogate")).toBe(false);
@@ -326,14 +336,16 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
 
         it("claims, releases and commits odd ids exactly", async () => {
           const store = await makeClaiming();
-          for (const id of ODD_IDS) {
+          // Three of the odd ids differ only by a lone surrogate: one id for a store that folds them (see skip).
+          const oddIds = harness.skip?.["lone-surrogates"] ? ODD_IDS.filter((id) => !id.startsWith("lone")) : ODD_IDS;
+          for (const id of oddIds) {
             const claim = await store.claim(id);
             expect(claim.status, JSON.stringify(id.slice(0, 40))).toBe("claimed");
             if (claim.status === "claimed") expect(await store.release(id, claim.token)).toBe(true);
             expect((await store.claim(id)).status).toBe("claimed");
             await store.remember(id);
           }
-          for (const id of ODD_IDS) expect(await store.claim(id)).toEqual({ status: "done" });
+          for (const id of oddIds) expect(await store.claim(id)).toEqual({ status: "done" });
           expect((await store.claim("x".repeat(10 * 1024 - 1))).status).toBe("claimed");
         });
 
@@ -398,6 +410,7 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
       itRetention,
       itLease,
       itKeepsFingerprint: harness.skip?.["commit-keeps-fingerprint"] ? it.skip : it,
+      itDoneFingerprint: harness.skip?.["done-fingerprint"] ? it.skip : it,
     });
 
     describe("BabelQueue idempotency sequences", () => {

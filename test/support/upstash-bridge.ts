@@ -12,8 +12,10 @@
  *
  * Fault switches for tests: `fault = "500"` answers HTTP 500 `{"error":...}` to every request,
  * `fault = "hang"` never answers; when Redis itself is unreachable the bridge answers 500.
- * Counters: `requests` (HTTP requests), `commands` (Redis commands run, the unit Upstash bills,
- * each command of a pipeline counted), `log` (command names per request).
+ * Counters: `requests` (HTTP requests), `commands` (commands received, each command of a pipeline
+ * counted), `log` (command names per request). `commands` is NOT Upstash's bill: an `EVALSHA` counts 1
+ * here, where Upstash bills it plus every command the script runs — for the bill, read the server's
+ * `INFO commandstats` (bench/billing.ts, test/stores/redis/faults.test.ts).
  *
  * What this is *not*: a complete Upstash (no path-style commands, no SSE endpoints, no sync tokens).
  */

@@ -155,6 +155,82 @@ describe("cost per batch (REST, through the BatchEngine)", () => {
   });
 });
 
+describe("billed commands per batch, as Upstash bills them (the EVALSHA + every command the script runs)", () => {
+  // A redis-server of this test's own: INFO commandstats counts every command the server ran, inner
+  // script commands included, and no other test file's commands may land in the counts.
+  let own: RedisServer;
+  let ownBridge: UpstashBridge;
+  let ownAdmin: IORedis;
+  beforeAll(async () => {
+    own = await startRedisServer();
+    ownBridge = await startUpstashBridge({ redisPort: own.port, token: TOKEN });
+    ownAdmin = new IORedis({ host: "127.0.0.1", port: own.port });
+  });
+  afterAll(async () => {
+    ownAdmin.disconnect();
+    await ownBridge.close();
+    await own.stop();
+  });
+
+  /** The commands the server ran while `work` ran, by name (INFO itself and CONFIG excluded). */
+  async function billed(work: () => Promise<unknown>): Promise<Record<string, number>> {
+    await ownAdmin.config("RESETSTAT");
+    await work();
+    const counts: Record<string, number> = {};
+    for (const line of (await ownAdmin.info("commandstats")).split(/\r?\n/)) {
+      const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line);
+      if (match && !/^(info|config)/.test(match[1] as string)) counts[match[1] as string] = Number(match[2]);
+    }
+    return counts;
+  }
+
+  const deliveries = (prefix: string, n: number, redeliveries = 0) =>
+    Array.from({ length: n }, (_, i) => ({ body: envelope(`${prefix}-${i}`), redeliveries, context: {} }));
+
+  it("new: 1 + N to claim, 1 + N to commit; committed redeliveries: 1 + 1; failures: 1 + N, then 1 + 2 to release", async () => {
+    const store = new UpstashRedisStore({
+      client: new UpstashRedis({ url: ownBridge.url, token: TOKEN, enableTelemetry: false }),
+      namespace: namespace(),
+    });
+    let fail = false;
+    const engine = new BatchEngine(store, () => {
+      if (fail) throw new Error("handler failed (scripted)");
+    });
+    await engine.process(deliveries("warm", 1)); // loads the claim and commit scripts
+    fail = true;
+    await engine.process(deliveries("warm-fail", 1)); // and the release script
+    fail = false;
+
+    expect(await billed(() => engine.process(deliveries("new", 10)))).toEqual({ evalsha: 2, set: 20 });
+    expect(await billed(() => engine.process(deliveries("new", 10, 1)))).toEqual({ evalsha: 1, mget: 1 });
+    // A redelivery the engine did not flag (a body with attempts 0, first receive): SET NX, then one MGET.
+    expect(await billed(() => engine.process(deliveries("new", 10)))).toEqual({ evalsha: 1, set: 10, mget: 1 });
+    fail = true;
+    expect(await billed(() => engine.process(deliveries("fails", 10)))).toEqual({ evalsha: 2, set: 10, mget: 1, del: 1 });
+    fail = false;
+    // Released: the redeliveries find nothing and claim again, 1 MGET + 1 SET each; the commit as for new ones.
+    expect(await billed(() => engine.process(deliveries("fails", 10, 1)))).toEqual({ evalsha: 2, mget: 1, set: 20 });
+  });
+
+  it("an in-flight answer adds one PTTL; a commit without a fingerprint reads the claim's with one MGET", async () => {
+    const store = new RedisStore({ client: ioredisScriptClient(ownAdmin), namespace: namespace() });
+    await store.claimMany(["w"], 60_000, ["fp"]);
+    await store.rememberMany(["w"]);
+    expect(await billed(() => store.claimMany(["a", "b", "c"], 60_000, ["fp-a", "fp-b", "fp-c"]))).toEqual({ evalsha: 1, set: 3 });
+    expect(await billed(() => store.claimMany(["a", "b", "c"], 60_000, undefined, { redelivered: [true, true, true] }))).toEqual({
+      evalsha: 1,
+      mget: 1,
+      pttl: 3,
+    });
+    expect(await billed(() => store.rememberMany(["a", "b", "c"]))).toEqual({ evalsha: 1, mget: 1, set: 3 });
+    expect(await store.claimMany(["a", "b", "c"])).toEqual([
+      { status: "done", fingerprint: "fp-a" },
+      { status: "done", fingerprint: "fp-b" },
+      { status: "done", fingerprint: "fp-c" },
+    ]);
+  });
+});
+
 describe("faults become StoreUnavailableError: handler not run, nothing acked", () => {
   async function expectFailClosed(store: RedisStore, label: string): Promise<StoreUnavailableError> {
     let effects = 0;

@@ -5,10 +5,12 @@
  * which speaks to the real redis-server the global setup started.
  *
  * Two ways of building the store are exercised in the Worker: from an `@upstash/redis/cloudflare`
- * client, and from url + token (the store makes the client itself).
+ * client, and from url + token (the store makes the client itself); and both BabelQueue layouts,
+ * their records checked on the Redis server itself.
  */
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
+import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 
 const WORKER = `
@@ -20,11 +22,12 @@ export default {
     const url = new URL(request.url);
     const q = url.searchParams;
     const namespace = q.get("ns") ?? "";
+    const layout = q.get("layout") ? { layout: q.get("layout"), prefix: q.get("prefix") } : { namespace };
     const store = q.get("via") === "url"
-      ? new UpstashRedisStore({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, namespace })
+      ? new UpstashRedisStore({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, ...layout })
       : new UpstashRedisStore({
           client: new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, enableTelemetry: false }),
-          namespace,
+          ...layout,
         });
     const id = q.get("id") ?? "";
     try {
@@ -125,3 +128,27 @@ describe.each(["client", "url"])("UpstashRedisStore inside workerd (store made f
     expect((await call("/claim", { via, ns, id: "b-new" })).body).toMatchObject({ status: "claimed" });
   });
 });
+
+describe.each([
+  { layout: "babelqueue-php", base: "bq:idem:", held: "1", done: "2" },
+  { layout: "babelqueue-go", base: "bq:idemp:", held: null, done: "1" },
+])("UpstashRedisStore inside workerd, layout $layout", ({ layout, base, held, done }) => {
+  const prefix = `${base}workerd-${Date.now().toString(36)}:`;
+  const redis = new IORedis({ host: "127.0.0.1", port: inject("redisPort"), lazyConnect: true });
+  afterAll(() => {
+    redis.disconnect();
+  });
+
+  it("claims, parks and commits with exactly the SDK's records", async () => {
+    const params = { via: "url", layout, prefix, id: "m-1" };
+    const first = await call("/claim", { ...params, fp: "fp-1" });
+    expect(first.body).toMatchObject({ status: "claimed", token: expect.any(String) });
+    expect(await redis.get(`${prefix}m-1`)).toBe(held);
+    expect((await call("/claim", params)).body).toMatchObject({ status: "in-flight", fingerprint: "fp-1" });
+    await call("/commit", params);
+    expect(await redis.get(`${prefix}m-1`)).toBe(done);
+    expect((await call("/claim", params)).body).toEqual({ status: "done" });
+    expect((await call("/inspect", params)).body).toEqual({ record: { status: "done" } });
+  });
+});
+
