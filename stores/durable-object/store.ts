@@ -136,6 +136,25 @@ const DURABLE_OBJECT_OPTION_KEYS = optionKeys<DurableObjectStoreOptions>({
   retentionMs: true,
 });
 
+/**
+ * A claiming store on Cloudflare Durable Objects: ids spread over `shards` objects of the
+ * `IdempotencyObject` class, one RPC call per shard per batch step, each run as one SQLite
+ * transaction inside the object. Keep `shards` and `objectName` fixed for a deployment.
+ *
+ * @example
+ * ```ts
+ * import { DurableObjectStore, queueHandler } from "babelqueue-serverless/cloudflare";
+ * export { IdempotencyObject } from "babelqueue-serverless/cloudflare/durable-object";
+ *
+ * // wrangler.toml: [[durable_objects.bindings]] name = "IDEMPOTENCY", class_name = "IdempotencyObject"
+ * export default {
+ *   queue: queueHandler<Env>({
+ *     store: (env) => new DurableObjectStore(env.IDEMPOTENCY, { namespace: "orders", shards: 4 }),
+ *     handle: async (envelope) => sendReceipt(envelope.data),
+ *   }),
+ * };
+ * ```
+ */
 export class DurableObjectStore implements ClaimingStore {
   readonly namespace: string;
   readonly shards: number;
