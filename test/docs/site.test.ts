@@ -12,14 +12,16 @@
  * What this is *not*: a check of what the pages say (review does that) or of the network: Chromium runs
  * with its background networking off and only ever asks the loopback server.
  */
-import { spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { promisify } from "node:util";
 import { type BrowserContext, type Page, chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type StaticSite, serveStatic } from "./static-server.js";
 
+const run = promisify(execFile);
 const root = join(import.meta.dirname, "..", "..");
 const dist = join(root, "docs", ".vitepress", "dist");
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -59,10 +61,13 @@ function siteIsStale(): boolean {
   return sources > statSync(built).mtimeMs;
 }
 
-function buildSite(): void {
-  const run = spawnSync("npm", ["run", "docs:build"], { cwd: root, encoding: "utf8", timeout: 280_000 });
-  if (run.status !== 0) {
-    throw new Error(`npm run docs:build failed (${run.status ?? run.signal}):\n${`${run.stdout}\n${run.stderr}`.slice(-4000)}`);
+/** `npm run docs:build`, without blocking the test worker; rejects with the build's last output. */
+async function buildSite(): Promise<void> {
+  try {
+    await run("npm", ["run", "docs:build"], { cwd: root, encoding: "utf8", timeout: 280_000, maxBuffer: 64 * 1024 * 1024 });
+  } catch (error) {
+    const { stdout = "", stderr = "", message } = error as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`npm run docs:build failed: ${message}\n${`${stdout}\n${stderr}`.slice(-4000)}`);
   }
 }
 
@@ -125,7 +130,7 @@ async function visit(page: Page, path: string): Promise<PageVisit> {
 }
 
 beforeAll(async () => {
-  if (siteIsStale()) buildSite();
+  if (siteIsStale()) await buildSite();
   site = await serveStatic(dist);
   profile = mkdtempSync(join(tmpdir(), "bq-docs-chromium-"));
   context = await chromium.launchPersistentContext(profile, {
