@@ -36,14 +36,16 @@ const CHROMIUM_FLAGS = [
   "--disable-sync",
 ];
 
-/** Newest modification time under `dir` (files whose path passes `keep`). */
+/**
+ * Newest modification time under `dir`: of its files whose path passes `keep`, and of its folders
+ * (a deleted page changes its folder's time).
+ */
 function newest(dir: string, keep: (path: string) => boolean = () => true): number {
   if (!existsSync(dir)) return 0;
-  let latest = 0;
+  let latest = statSync(dir).mtimeMs;
   for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
     const path = join(entry.parentPath, entry.name);
-    if (keep(path)) latest = Math.max(latest, statSync(path).mtimeMs);
+    if ((entry.isFile() && keep(path)) || (entry.isDirectory() && keep(`${path}/`))) latest = Math.max(latest, statSync(path).mtimeMs);
   }
   return latest;
 }
@@ -52,10 +54,13 @@ function newest(dir: string, keep: (path: string) => boolean = () => true): numb
 function siteIsStale(): boolean {
   const built = join(dist, "index.html");
   if (!existsSync(built)) return true;
-  const generated = [join(root, "docs", ".vitepress", "dist"), join(root, "docs", ".vitepress", "cache"), join(root, "docs", "api")];
+  // Generated or scratch (VitePress's dist, cache and .temp; TypeDoc's api/): only the config counts of .vitepress.
+  const vitepress = join(root, "docs", ".vitepress");
+  const config = join(vitepress, "config.ts");
+  const api = join(root, "docs", "api");
   const sources = Math.max(
-    newest(join(root, "docs"), (path) => !generated.some((dir) => path.startsWith(dir))),
-    ...["entry", "src", "stores", "handlers"].map((dir) => newest(join(root, dir), (path) => path.endsWith(".ts"))),
+    newest(join(root, "docs"), (path) => (path === config || !path.startsWith(vitepress)) && !path.startsWith(api)),
+    ...["entry", "src", "stores", "handlers"].map((dir) => newest(join(root, dir), (path) => path.endsWith(".ts") || path.endsWith("/"))),
     statSync(join(root, "typedoc.json")).mtimeMs,
   );
   return sources > statSync(built).mtimeMs;
