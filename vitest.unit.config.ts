@@ -24,6 +24,8 @@ const BACKEND_FREE = [
   "test/handlers/bad-input.test.ts",
   "test/package/unknown-options.test.ts",
   "test/package/public-surface.test.ts",
+  "test/docs/doc-comments.test.ts",
+  "test/docs/examples.test.ts",
 ];
 
 export default defineConfig({

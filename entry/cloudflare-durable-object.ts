@@ -9,5 +9,7 @@
  * `cloudflare:workers`, a module only workerd (wrangler, Miniflare, vitest-pool-workers) provides;
  * its types need `@cloudflare/workers-types`. Unit tests of a consumer import
  * `babelqueue-serverless/cloudflare` instead, which never touches `cloudflare:workers`.
+ *
+ * @module babelqueue-serverless/cloudflare/durable-object
  */
 export { IdempotencyObject, type IdempotencyObjectState } from "../stores/durable-object/object.js";

@@ -10,6 +10,8 @@
  * ./cloudflare-workerd.ts). Nothing here imports the AWS SDK or any Node module.
  *
  * The list is deliberate and pinned by test/package/exports.test.ts.
+ *
+ * @module babelqueue-serverless/cloudflare
  */
 import type * as durableObject from "../stores/durable-object/store.js";
 import * as queue from "../handlers/cloudflare-queue.js";

@@ -4,6 +4,8 @@
  * Needs `@aws-sdk/client-dynamodb` (a peer dependency; the Lambda runtime has it).
  *
  * The list is deliberate and pinned by test/package/exports.test.ts.
+ *
+ * @module babelqueue-serverless/dynamodb
  */
 import * as transaction from "../stores/dynamodb/transaction.js";
 

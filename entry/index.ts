@@ -18,8 +18,10 @@
  * const handle = wrap(new InMemoryStore(), async (envelope) => {
  *   await sendReceipt(envelope.data);
  * });
- * await handle(job.body); // resolves: ack the job; rejects: let the runner retry it
+ * await handle(job.data); // resolves: ack the job; rejects: let the runner retry it
  * ```
+ *
+ * @module babelqueue-serverless
  */
 import * as kit from "../src/store-kit/index.js";
 import * as envelopeModule from "../src/envelope.js";

@@ -2,6 +2,8 @@
  * `babelqueue-serverless/lambda`: the AWS Lambda handlers — `sqsHandler` for SQS event sources.
  *
  * The list is deliberate and pinned by test/package/exports.test.ts.
+ *
+ * @module babelqueue-serverless/lambda
  */
 import * as sqs from "../handlers/lambda-sqs.js";
 

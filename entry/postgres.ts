@@ -4,6 +4,8 @@
  * Hyperdrive), the table's DDL and the helper that creates it.
  *
  * The list is deliberate and pinned by test/package/exports.test.ts.
+ *
+ * @module babelqueue-serverless/postgres
  */
 export {
   type CreateIdempotencyTableOptions,

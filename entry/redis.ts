@@ -4,6 +4,8 @@
  * that gives an ioredis client the `eval` / `evalsha` shape the store calls.
  *
  * The list is deliberate and pinned by test/package/exports.test.ts.
+ *
+ * @module babelqueue-serverless/redis
  */
 export {
   type IoredisLike,

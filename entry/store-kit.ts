@@ -11,7 +11,7 @@
  * import type { Claim, ClaimingStore } from "babelqueue-serverless";
  * import { checkFingerprint, checkMs, checkNamespace, resolveWindows, storeKey } from "babelqueue-serverless/store-kit";
  *
- * class MyStore implements ClaimingStore {
+ * abstract class MyStore implements ClaimingStore {
  *   readonly namespace = checkNamespace("orders");
  *   readonly windows = resolveWindows({});
  *   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
@@ -19,8 +19,14 @@
  *     const lease = checkMs("leaseMs", leaseMs ?? this.windows.leaseMs);
  *     return myBackendClaim(key, lease, checkFingerprint(fingerprint));
  *   }
- *   // … release, seen, remember, forget
+ *   // … and your backend's release, seen, remember, forget
+ *   abstract release(id: string, token: string): Promise<boolean>;
+ *   abstract seen(id: string): Promise<boolean>;
+ *   abstract remember(id: string, fingerprint?: string): Promise<void>;
+ *   abstract forget(id: string): Promise<void>;
  * }
  * ```
+ *
+ * @module babelqueue-serverless/store-kit
  */
 export * from "../src/store-kit/index.js";

@@ -4,6 +4,8 @@
  * too, as they were before `babelqueue-serverless/redis` existed.
  *
  * The list is deliberate and pinned by test/package/exports.test.ts.
+ *
+ * @module babelqueue-serverless/upstash
  */
 export { UpstashRedisStore, type UpstashRedisStoreOptions } from "../stores/redis/upstash.js";
 export * from "./redis.js";

@@ -146,6 +146,28 @@ function settle(message: QueueMessageLike, result: MessageResult | undefined, re
   else message.retry();
 }
 
+/**
+ * Builds a Worker's `queue` export: every message of a batch is decided by the batch engine and
+ * acked or retried as soon as its fate is final (an in-flight park is retried after the other
+ * delivery's remaining lease). The store is made per batch from the Worker's bindings. Wrong
+ * options throw `InvalidOptionError` when the module loads, never per message.
+ *
+ * @example
+ * ```ts
+ * import { DurableObjectStore, queueHandler } from "babelqueue-serverless/cloudflare";
+ * export { IdempotencyObject } from "babelqueue-serverless/cloudflare/durable-object";
+ *
+ * export default {
+ *   queue: queueHandler<Env>({
+ *     store: (env) => new DurableObjectStore(env.IDEMPOTENCY, { namespace: "orders" }),
+ *     handle: async (envelope, ctx) => {
+ *       // ctx.message, ctx.env, ctx.key (meta.id), ctx.attempts
+ *       await sendReceipt(envelope.data); // throw to have this message retried
+ *     },
+ *   }),
+ * };
+ * ```
+ */
 export function queueHandler<Env, Message = Envelope, QueueMessage extends QueueMessageLike = QueueMessageLike>(
   options: QueueHandlerOptions<Env, Message, QueueMessage>,
 ): QueueConsumer<Env, QueueMessage> {

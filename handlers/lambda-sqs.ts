@@ -70,6 +70,10 @@ export interface SqsHandlerOptions<Message = Envelope> extends EngineOptions<Mes
   leaseMarginMs?: number;
 }
 
+/**
+ * An SQS-triggered Lambda handler: `(event, context)` in, the partial batch response out
+ * (`batchItemFailures` lists every record that was not acknowledged).
+ */
 export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
 
 const DEFAULT_LEASE_MARGIN_MS = 5_000;
@@ -137,6 +141,27 @@ function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
   return { itemIdentifier: String(record?.messageId ?? "") };
 }
 
+/**
+ * Builds the handler of an SQS-triggered Lambda function: every record is decided by the batch
+ * engine, and every record that was not acknowledged is in `batchItemFailures` (the event source
+ * mapping needs `functionResponseType: ReportBatchItemFailures`). The lease covers the invocation,
+ * and the deadline guard answers `deadlineMarginMs` before Lambda would kill it. Wrong options throw
+ * `InvalidOptionError` when the handler is built (at cold start), never per record.
+ *
+ * @example
+ * ```ts
+ * import { sqsHandler } from "babelqueue-serverless/lambda";
+ * import { DynamoDBStore } from "babelqueue-serverless/dynamodb";
+ *
+ * export const handler = sqsHandler({
+ *   store: new DynamoDBStore({ table: process.env.IDEMPOTENCY_TABLE ?? "idempotency", namespace: "orders" }),
+ *   handle: async (envelope, ctx) => {
+ *     // ctx.record, ctx.lambdaContext, ctx.headers, ctx.key (meta.id), ctx.attempts
+ *     await chargeCard(envelope.data); // throw to have this record retried
+ *   },
+ * });
+ * ```
+ */
 export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Message>): SqsHandler {
   checkOptions(options, SQS_HANDLER_OPTION_KEYS as OptionKeys<SqsHandlerOptions<Message>>, "sqsHandler");
   const { store, handle, leaseMarginMs = DEFAULT_LEASE_MARGIN_MS, logger, metrics, tracing, ...engineOptions } = options;

@@ -12,7 +12,7 @@
  *
  * What this is *not*: a distributed lock around arbitrary code. A lease is a promise that
  * nobody else will be *told* to run the id while it lasts; a handler that succeeds and
- * then dies before `remember` is retried once the lease is over (see README, "the window").
+ * then dies before `remember` is retried once the lease is over (docs/concepts/guarantees.md, "The one window no store can close").
  */
 
 /**

@@ -11,6 +11,11 @@ import type { MessageResult } from "./decision.js";
 /** The store steps the engine makes. `transact` is a transactional-mode commit (writes + commit in one). */
 export type StoreStep = "claim" | "seen" | "commit" | "release" | "transact";
 
+/**
+ * What the engine reports to `observe` (and to the handlers' logs, metrics and traces): a batch's
+ * start and end, each message's final result, each store step with its duration, and each store
+ * failure. Never a body, a payload or a token.
+ */
 export type EngineEvent =
   /** A batch is about to be processed. */
   | { readonly type: "batch-start"; readonly size: number }

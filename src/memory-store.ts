@@ -17,6 +17,7 @@ import { checkFingerprint, checkFingerprints, withFingerprint } from "./store-ki
 import { checkOptions, optionKeys } from "./store-kit/options.js";
 import { checkMs, resolveWindows } from "./store-kit/windows.js";
 
+/** Options of `InMemoryStore`. */
 export interface InMemoryStoreOptions extends StoreWindows {
   /** Key prefix separating consumers that must each run their effect once. Default "". */
   namespace?: string;
@@ -38,6 +39,24 @@ interface Entry {
 const SWEEP_EVERY_WRITES = 1024;
 const MEMORY_OPTION_KEYS = optionKeys<InMemoryStoreOptions>({ namespace: true, now: true, token: true, leaseMs: true, retentionMs: true });
 
+/**
+ * A `ClaimingStore` in one process's memory: claims, leases, fencing tokens, retention,
+ * fingerprints and the batch forms, with an injectable clock. For tests, demos and single-process
+ * consumers; it does not dedupe across Lambda instances or Workers isolates.
+ *
+ * @example
+ * ```ts
+ * import { BatchEngine, InMemoryStore } from "babelqueue-serverless";
+ *
+ * let now = Date.now();
+ * const store = new InMemoryStore({ namespace: "orders", leaseMs: 30_000, now: () => now });
+ * const engine = new BatchEngine(store, async (envelope) => {
+ *   await sendReceipt(envelope.data);
+ * });
+ * await engine.process([{ body: rawJson, context: {} }]);
+ * now += 5 * 24 * 60 * 60 * 1000; // past the 4-day retention: the id is forgotten
+ * ```
+ */
 export class InMemoryStore implements ClaimingStore {
   readonly namespace: string;
   readonly leaseMs: number;

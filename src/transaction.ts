@@ -19,6 +19,30 @@ export class NoTransactionError extends BabelQueueServerlessError {
   }
 }
 
+/**
+ * The transaction handle of transactional mode, typed as the store's handle (`DynamoDBTransaction`,
+ * Postgres's `pg.PoolClient`, `D1Transaction`). Throws `NoTransactionError` when the run has none
+ * (not transactional mode, or a message run without a claim), so nothing is written outside the fence.
+ *
+ * @example
+ * ```ts
+ * import pg from "pg";
+ * import { txOf } from "babelqueue-serverless";
+ * import { sqsHandler } from "babelqueue-serverless/lambda";
+ * import { PostgresStore } from "babelqueue-serverless/postgres";
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * export const handler = sqsHandler({
+ *   store: new PostgresStore({ pool, namespace: "orders" }),
+ *   transactional: true,
+ *   handle: async (envelope, ctx) => {
+ *     const order = envelope.data as unknown as Order;
+ *     // Committed in one transaction with the message's id, or not at all.
+ *     await txOf<pg.PoolClient>(ctx).query("INSERT INTO orders (id, total) VALUES ($1, $2)", [order.id, order.total]);
+ *   },
+ * });
+ * ```
+ */
 export function txOf<Tx>(context: { readonly tx?: unknown }): Tx {
   if (context.tx === undefined || context.tx === null) throw new NoTransactionError();
   return context.tx as Tx;

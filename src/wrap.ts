@@ -57,7 +57,21 @@ export function rejectionOf(result: MessageResult): unknown {
   return new BabelQueueServerlessError("NOT_ACKNOWLEDGED", `not acknowledged (${result.status})`);
 }
 
-/** `wrap`, returning the `MessageResult` of each delivery. */
+/**
+ * `wrap`, returning the `MessageResult` of each delivery (`status`, `ack`, `key`, `error`, …)
+ * instead of resolving or rejecting: for callers that want every detail.
+ *
+ * @example
+ * ```ts
+ * import { InMemoryStore, wrapResult } from "babelqueue-serverless";
+ *
+ * const decide = wrapResult(new InMemoryStore(), async (envelope) => {
+ *   await sendReceipt(envelope.data);
+ * });
+ * const result = await decide(rawJson);
+ * if (!result.ack) console.log(`not acknowledged: ${result.status}`, result.retryAfterMs);
+ * ```
+ */
 export function wrapResult<Message = Envelope>(
   store: Store,
   handle: Handler<Message, object>,
@@ -83,6 +97,30 @@ export function wrapResult<Message = Envelope>(
   };
 }
 
+/**
+ * Wraps a handler for one delivery at a time, for any job runner: the returned function resolves
+ * when the delivery may be acknowledged (it ran and was committed, it was a duplicate, it was
+ * dropped on purpose, or its commit failed after the effect) and rejects otherwise — with the
+ * handler's own error, `InFlightError`, `StoreUnavailableError`, `InvalidMessageError`,
+ * `PayloadConflictError`, `DeadlineExceededError` or `FenceLostError`. Wrong options throw
+ * `InvalidOptionError` here, not per message.
+ *
+ * @param store Where ids are claimed and committed (any `Store`; a `ClaimingStore` closes the in-flight race).
+ * @param handle The side effect. Throw to have the delivery retried.
+ * @param options The engine's options (`EngineOptions`).
+ *
+ * @example
+ * ```ts
+ * import { InMemoryStore, wrap } from "babelqueue-serverless";
+ *
+ * const deliver = wrap(new InMemoryStore({ namespace: "orders" }), async (envelope, ctx) => {
+ *   await chargeCard(envelope.data); // throw to have the job retried
+ * });
+ *
+ * // In your job runner: a resolved promise acknowledges the job, a rejection retries it.
+ * await deliver(job.data, { redeliveries: job.attemptsMade });
+ * ```
+ */
 export function wrap<Message = Envelope>(store: Store, handle: Handler<Message, object>, options: EngineOptions<Message> = {}): WrappedHandler {
   const decide = wrapResult(store, handle, options);
   return async (body, delivery) => {

@@ -64,6 +64,7 @@ export interface D1Transaction<Db extends D1DatabaseLike = D1DatabaseLike> {
   readonly statements: readonly D1StatementLike[];
 }
 
+/** Options of `D1Store`. */
 export interface D1StoreOptions extends StoreWindows {
   /** Key prefix separating consumers that must each run their effect once. Default "". */
   namespace?: string;
@@ -156,6 +157,31 @@ const D1_OPTION_KEYS = optionKeys<D1StoreOptions>({
   retentionMs: true,
 });
 
+/**
+ * A claiming and transactional store on Cloudflare D1: one D1 request per batch step, every time
+ * the database's clock; in transactional mode the handler adds prepared statements and the commit
+ * is one `db.batch` with the fence. Tables: `migrations/` (`d1IdempotencyTableSql()`).
+ *
+ * @example
+ * ```ts
+ * import { txOf } from "babelqueue-serverless";
+ * import { D1Store, type D1Transaction, queueHandler } from "babelqueue-serverless/cloudflare";
+ *
+ * // wrangler.toml: [[d1_databases]] binding = "DB"; tables from `wrangler d1 migrations apply`
+ * export default {
+ *   queue: queueHandler<Env>({
+ *     store: (env) => new D1Store(env.DB, { namespace: "orders" }),
+ *     transactional: true,
+ *     handle: async (envelope, ctx) => {
+ *       const order = envelope.data as unknown as Order;
+ *       const tx = txOf<D1Transaction>(ctx);
+ *       // Runs in the commit's one db.batch, with the fence and the commit of the id.
+ *       tx.add(tx.db.prepare("INSERT INTO orders (id, total) VALUES (?, ?)").bind(order.id, order.total));
+ *     },
+ *   }),
+ * };
+ * ```
+ */
 export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements TransactionalStore<D1Transaction<Db>> {
   readonly namespace: string;
   readonly table: string;

@@ -83,6 +83,24 @@ function parseValue(value: string | null | undefined): Committed | null {
 
 const KV_OPTION_KEYS = optionKeys<KVStoreOptions>({ namespace: true, retentionMs: true, bulkGet: true });
 
+/**
+ * A seen-set store on Workers KV (`seen` / `remember` / `forget`, no claim: KV is eventually
+ * consistent and has no compare-and-set). Two deliveries close together in two locations can both
+ * run; use `DurableObjectStore` or `D1Store` when that must never happen.
+ *
+ * @example
+ * ```ts
+ * import { KVStore, queueHandler } from "babelqueue-serverless/cloudflare";
+ *
+ * // wrangler.toml: [[kv_namespaces]] binding = "SEEN"
+ * export default {
+ *   queue: queueHandler<Env>({
+ *     store: (env) => new KVStore(env.SEEN, { namespace: "orders", retentionMs: 4 * 24 * 60 * 60 * 1000 }),
+ *     handle: async (envelope) => sendReceipt(envelope.data),
+ *   }),
+ * };
+ * ```
+ */
 export class KVStore implements Store {
   readonly namespace: string;
   readonly retentionMs: number;

@@ -87,6 +87,10 @@ export interface BatchObservation {
   run<T>(work: () => Promise<T>): Promise<T>;
 }
 
+/**
+ * The observers a runtime handler builds once (`createObservability`) and asks for per batch: logs,
+ * metrics and traces of the engine's events.
+ */
 export interface Observability<Env = unknown> {
   /** The observers of one batch. Cheap; call it once per batch. */
   batch(facts?: BatchFacts<Env>): BatchObservation;

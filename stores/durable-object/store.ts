@@ -172,6 +172,26 @@ function throwIfFailed(settled: readonly Settled<unknown>[]): void {
   if (failure !== undefined) throw failure;
 }
 
+/**
+ * A claiming store on Cloudflare Durable Objects: ids spread over `shards` objects of the
+ * `IdempotencyObject` class, one RPC call per shard per batch step, each run as one SQLite
+ * transaction inside the object. Keep `objectName` fixed for a deployment; change `shards` only
+ * through a `previousShards` window (see the `previousShards` option).
+ *
+ * @example
+ * ```ts
+ * import { DurableObjectStore, queueHandler } from "babelqueue-serverless/cloudflare";
+ * export { IdempotencyObject } from "babelqueue-serverless/cloudflare/durable-object";
+ *
+ * // wrangler.toml: [[durable_objects.bindings]] name = "IDEMPOTENCY", class_name = "IdempotencyObject"
+ * export default {
+ *   queue: queueHandler<Env>({
+ *     store: (env) => new DurableObjectStore(env.IDEMPOTENCY, { namespace: "orders", shards: 4 }),
+ *     handle: async (envelope) => sendReceipt(envelope.data),
+ *   }),
+ * };
+ * ```
+ */
 export class DurableObjectStore implements ClaimingStore {
   readonly namespace: string;
   readonly shards: number;

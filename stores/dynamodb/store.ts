@@ -66,6 +66,7 @@ import { type DynamoDBTransaction, transactDynamoDB } from "./transaction.js";
 
 const STORE_NAME = "DynamoDBStore";
 
+/** Options of `DynamoDBStore`. */
 export interface DynamoDBStoreOptions extends StoreWindows, TableAttributeOptions {
   /** The table's name (or ARN). Required. Create it with `idempotencyTableDefinition`. */
   table: string;
@@ -112,6 +113,25 @@ const DYNAMODB_OPTION_KEYS = optionKeys<DynamoDBStoreOptions>({
   ttlAttribute: true,
 });
 
+/**
+ * A claiming and transactional store on one DynamoDB table: one item per id, claimed with one
+ * conditional `PutItem`, committed in `BatchWriteItem`s of 25, released with a fenced `DeleteItem`.
+ * Expiry is decided against the caller's clock. IAM: `DYNAMODB_STORE_ACTIONS` on the table.
+ *
+ * @example
+ * ```ts
+ * import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+ * import { DynamoDBStore } from "babelqueue-serverless/dynamodb";
+ *
+ * // Module scope: the client and the store are reused while the Lambda environment is warm.
+ * const store = new DynamoDBStore({
+ *   table: process.env.IDEMPOTENCY_TABLE ?? "idempotency",
+ *   namespace: "orders",
+ *   client: new DynamoDBClient({ maxAttempts: 3 }),
+ *   retentionMs: 14 * 24 * 60 * 60 * 1000, // the queue keeps messages 14 days
+ * });
+ * ```
+ */
 export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
   readonly table: string;
   readonly namespace: string;

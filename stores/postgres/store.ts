@@ -64,6 +64,7 @@ export type PgPooledClient<Tx extends PgQueryable = PgQueryable> = Tx & { releas
 /** Isolation level of transactional mode's transactions. */
 export type PostgresIsolation = "read committed" | "repeatable read" | "serializable";
 
+/** Options of `PostgresStore`: a `pool` or one `client`, the table, the namespace, transactional mode's settings. */
 export interface PostgresStoreOptions<Tx extends PgQueryable = PgQueryable> extends StoreWindows {
   /**
    * A pool (`new pg.Pool(...)`): every call borrows a connection; `transact` holds one for its transaction.
@@ -144,6 +145,23 @@ const POSTGRES_OPTION_KEYS = optionKeys<PostgresStoreOptions>({
   retentionMs: true,
 });
 
+/**
+ * A claiming and transactional store on one PostgreSQL table, over `pg` or any client with
+ * `query(text, values)` (RDS, Aurora, RDS Proxy, Hyperdrive). One statement per batch step; every
+ * time is the database's clock.
+ *
+ * @example
+ * ```ts
+ * import pg from "pg";
+ * import { PostgresStore, createIdempotencyTable } from "babelqueue-serverless/postgres";
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
+ * pool.on("error", () => {}); // an idle connection's error must not crash the process
+ * await createIdempotencyTable(pool); // or paste idempotencyTableSql() into your migrations
+ * const store = new PostgresStore({ pool, namespace: "orders" });
+ * await store.purgeExpired(); // from a schedule: deletes rows past their lease or retention
+ * ```
+ */
 export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements TransactionalStore<Tx> {
   readonly table: string;
   readonly namespace: string;

@@ -99,7 +99,20 @@ class CallTimedOut {
   constructor(readonly ms: number) {}
 }
 
-/** The store logic, over any client with `eval` / `evalsha` (TCP or REST). */
+/**
+ * The Redis store over any client with `eval` / `evalsha`: ioredis (`ioredisScriptClient`),
+ * node-redis, an ioredis `Cluster` (with `hashTag: true`) — ElastiCache, Valkey or a self-hosted
+ * Redis. One Lua script per batch step; lease and retention are `PX` expiries on the server's clock.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from "ioredis";
+ * import { RedisStore, ioredisScriptClient } from "babelqueue-serverless/redis";
+ *
+ * const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
+ * const store = new RedisStore({ client: ioredisScriptClient(redis), namespace: "orders" });
+ * ```
+ */
 export class RedisStore implements ClaimingStore {
   /** The record layout (see `layout`). */
   readonly layout: RedisLayoutName;
