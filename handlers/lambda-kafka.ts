@@ -29,13 +29,15 @@
  * `{"itemIdentifier": {"partition": f"{msg.topic}-{msg.partition}", "offset": msg.offset}}` for every
  * failed record, and its `KafkaItemIdentifier(TypedDict): partition: str; offset: int` (types.py).
  *
- * Which records are listed: EVERY record not acknowledged — the partition's first failure and
- * every later record of that partition the engine did not run — as Powertools does. A Kafka
- * consumer can only commit one offset per partition, so Lambda resumes each partition at its
- * lowest listed offset (as it checkpoints at the lowest listed sequence number on Kinesis); listing
- * the later ones too changes nothing there, and would still be correct if Lambda retried only the
- * listed records. Records after the resume point that had succeeded are redelivered: the store
- * answers them `duplicate`, so their effects do not run again.
+ * Which records are listed: per partition, its first record that is not acknowledged and EVERY
+ * later record of that partition in the batch — those the engine did not run, and also a later
+ * copy of an id that already ran (acknowledged on its own, but after the partition's resume
+ * point). Powertools lists every failed record; a Kafka consumer can only commit one offset per
+ * partition, so Lambda resumes each partition at its lowest listed offset (as it checkpoints at the
+ * lowest listed sequence number on Kinesis). Listing the whole tail changes nothing there, and is
+ * still correct should Lambda retry only the listed records: nothing after a failure is ever
+ * acknowledged past it. Records of the tail whose effect is already committed come back as
+ * `duplicate`, so their effects do not run again.
  *
  * The lease, the deadline guard, option checks and observability (messaging system "kafka") are
  * the Lambda handlers' shared part (lambda-shared.ts), as for `sqsHandler`.
@@ -165,6 +167,14 @@ export function kafkaHandler<Message = Envelope>(options: KafkaHandlerOptions<Me
       // The engine never throws for a record; if it throws at all, nothing is known to be done.
       results = undefined;
     }
-    return { batchItemFailures: views.flatMap((view, index) => (results?.[index]?.ack === true ? [] : [failureOf(view)])) };
+    // Views are grouped by partition in offset order: from a partition's first unacknowledged record on, list the rest of it.
+    const resumed = new Set<string | undefined>();
+    const batchItemFailures: KafkaBatchItemFailure[] = [];
+    views.forEach((view, index) => {
+      if (results?.[index]?.ack === true && !resumed.has(view.partition)) return;
+      resumed.add(view.partition);
+      batchItemFailures.push(failureOf(view));
+    });
+    return { batchItemFailures };
   };
 }

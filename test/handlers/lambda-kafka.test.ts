@@ -91,6 +91,24 @@ describe("kafkaHandler on DynamoDB Local", () => {
     expect(order).toEqual([]);
   });
 
+  it("lists the whole tail of a partition from its first failure, even a later copy of an id that already ran", async () => {
+    const x = fresh("x");
+    const ran: string[] = [];
+    const handler = kafkaHandler({
+      store: store(),
+      logger: false,
+      handle: (_m, ctx) => {
+        ran.push(at(ctx.record));
+        if (ctx.record.offset === 1) throw new Error("scripted");
+      },
+    });
+    const records = [kafkaRecord(envelope(x), { partition: 0, offset: 0 }), kafkaRecord(envelope(fresh("y")), { partition: 0, offset: 1 }), kafkaRecord(envelope(x), { partition: 0, offset: 2 })];
+    const response = await handler(mskEvent(records), lambdaContext());
+    // The copy at offset 2 is done (its id ran at offset 0), but it sits after the resume point.
+    expect(failed(response)).toEqual(["orders-0@1", "orders-0@2"]);
+    expect(ran).toEqual(["orders-0@0", "orders-0@1"]);
+  });
+
   it("reads self-managed Kafka events too, with topics whose names contain dashes, one identifier per topic-partition", async () => {
     const ran: string[] = [];
     const handler = kafkaHandler({
