@@ -52,7 +52,7 @@ export interface KafkaRecordView {
 const STRICT_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 // ignoreBOM: keep a leading U+FEFF in the value. Stripping it would turn a `bq-schema-version` of
 // "\uFEFF" (which the gate must reject) into "" (which it decodes).
-const utf8 = new TextDecoder("utf-8", { ignoreBOM: true });
+const utf8 = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
