@@ -24,7 +24,8 @@
  *   landed at that moment are the window, counted as such.
  *
  * Verdict per run: no id lost; an id's effect repeated ONLY in the window no store closes (a crash
- * or kill after the effect and before its commit, or a commit that failed) — rebalance replays and
+ * or kill after the effect and before its commit, a commit that failed, or a commit still in flight
+ * when the invocation answered that landed only after the claim's lease ended) — rebalance replays and
  * resumes from a failed offset repeat nothing; within a partition, the first effects of its ids run
  * in offset order; every partial batch response lists, per partition, a suffix of that partition's
  * records in the batch (after its first unacknowledged record, nothing of the partition acked).
@@ -86,6 +87,10 @@ export interface KafkaFigures {
   outOfOrder: number;
   /** Partial batch responses that list, for a partition, anything but a suffix of its records in the batch (must be 0). */
   badResponses: number;
+  /** Effects whose commit was still in flight when the invocation answered (the deadline guard answered first). */
+  answeredBeforeCommit: number;
+  /** Effects repeated because such a commit landed only after the claim's lease had ended (the window, under a slow store). */
+  lateCommitRepeats: number;
 }
 
 export interface KafkaSimulationReport extends SimulationReport {
@@ -164,9 +169,10 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
   const crashWindow = new Set<string>();
   const killWindow = new Set<string>();
   const commitFailed = new Set<string>();
+  const lateCommit = new Set<string>();
   /** Per partition, the highest offset whose id's first effect ran. */
   const firstEffectHigh = Array.from({ length: partitions }, () => -1);
-  const figures: KafkaFigures = { partitions, rebalances: 0, replayedByRebalance: 0, resumes: 0, outOfOrder: 0, badResponses: 0 };
+  const figures: KafkaFigures = { partitions, rebalances: 0, replayedByRebalance: 0, resumes: 0, outOfOrder: 0, badResponses: 0, answeredBeforeCommit: 0, lateCommitRepeats: 0 };
   const window = { kills: 0, killRepeats: 0, runningAtKill: 0, committingAtKill: 0, batchAtKill: 0, hangs: 0, returnedByHang: 0, hangRepeats: 0 };
   let deliveries = 0;
   let crashes = 0;
@@ -299,6 +305,11 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
         continue;
       }
       const response: KafkaBatchResponse = outcome;
+      // Effects whose commit had not landed when the invocation answered (the deadline guard answered
+      // first): their records go back unacknowledged and the claim holds them for the rest of its
+      // lease; if the commit lands later than the lease ends (a slow store), the replay runs them again.
+      for (const id of committing) lateCommit.add(id);
+      figures.answeredBeforeCommit += committing.size;
       const rebalanced = random() < (options.rebalance ?? 0);
       if (rebalanced) {
         figures.rebalances += 1;
@@ -335,7 +346,10 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
       duplicates.crashWindow += count - 1;
       window.killRepeats += count - 1;
     } else if (crashWindow.has(id)) duplicates.crashWindow += count - 1;
-    else if (commitFailed.has(id)) duplicates.commitFailed += count - 1;
+    else if (lateCommit.has(id)) {
+      duplicates.crashWindow += count - 1;
+      figures.lateCommitRepeats += count - 1;
+    } else if (commitFailed.has(id)) duplicates.commitFailed += count - 1;
     else duplicates.unexplained += count - 1;
   }
   return {
@@ -358,11 +372,12 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
 
 /** Kafka mode's own figures, one row per run. */
 export function formatKafkaTable(reports: readonly KafkaSimulationReport[]): string {
-  const header = "| store | fault mix | messages | records delivered | effects | lost | repeated (crash window / commit failed / unexplained) | rebalances (records replayed) | resumes from a failed offset | out of order | bad responses | s |";
-  const rule = "|:--|:--|--:|--:|--:|--:|:--|--:|--:|--:|--:|--:|";
+  const header =
+    "| store | fault mix | messages | records delivered | effects | lost | repeated (crash window / commit failed / unexplained) | of which: commit landed after the lease | rebalances (records replayed) | resumes from a failed offset | out of order | bad responses | s |";
+  const rule = "|:--|:--|--:|--:|--:|--:|:--|--:|--:|--:|--:|--:|--:|";
   const rows = reports.map((r) => {
     const k = r.kafka;
-    return `| ${r.store} | ${r.faultMix} | ${r.messages} | ${r.deliveries} | ${r.effects} | ${r.lost} | ${r.duplicates.crashWindow} / ${r.duplicates.commitFailed} / ${r.duplicates.unexplained} | ${k.rebalances} (${k.replayedByRebalance}) | ${k.resumes} | ${k.outOfOrder} | ${k.badResponses} | ${(r.elapsedMs / 1000).toFixed(1)} |`;
+    return `| ${r.store} | ${r.faultMix} | ${r.messages} | ${r.deliveries} | ${r.effects} | ${r.lost} | ${r.duplicates.crashWindow} / ${r.duplicates.commitFailed} / ${r.duplicates.unexplained} | ${k.lateCommitRepeats} | ${k.rebalances} (${k.replayedByRebalance}) | ${k.resumes} | ${k.outOfOrder} | ${k.badResponses} | ${(r.elapsedMs / 1000).toFixed(1)} |`;
   });
   return [header, rule, ...rows].join("\n");
 }
