@@ -4,16 +4,22 @@
  *   - ours: `sqsHandler` + `InMemoryStore`;
  *   - Powertools: `BatchProcessor` + `makeIdempotent` over an in-memory persistence layer
  *     (`MemoryPersistenceLayer`, the DynamoDB layer's rules in a Map — Powertools ships none);
- *   - Powertools' `BatchProcessor` alone, to show how its cost splits.
+ *   - Powertools' `BatchProcessor` alone, to show how its cost splits;
+ *   - `kafkaHandler` + `InMemoryStore` on the same messages as an Amazon MSK event (10 records over
+ *     2 partitions, each run in offset order), beside `sqsHandler`: the Kafka adapter's own cost
+ *     (base64 values, header bytes, partitions as ordered lanes, the Kafka partial response).
  * Each round pushes `batches` × 10 messages through every kit (interleaved, rotating order); the
  * figure is the median over rounds of the time per message, and the overhead is that minus the
  * bare handler's.
  *
  * What this is *not*: a store comparison (both stores are maps); it is the libraries' own CPU cost.
  */
+import type { Context, MSKEvent, SQSEvent } from "aws-lambda";
+import { kafkaHandler } from "../handlers/lambda-kafka.js";
 import { InMemoryStore } from "../src/memory-store.js";
-import { lambdaContext, newIds, sqsEvent } from "./fixtures/sqs.js";
-import type { Kit } from "./kit.js";
+import { kafkaRecord, mskEvent } from "../scripts/lambda-events.js";
+import { envelopeBody, lambdaContext, newIds, sqsEvent } from "./fixtures/sqs.js";
+import { Effect, type Kit } from "./kit.js";
 import { bareKit, oursKit } from "./ours.js";
 import { MemoryPersistenceLayer, powertoolsBatchOnlyKit, powertoolsKit } from "./powertools.js";
 import { median, rotate } from "./stats.js";
@@ -35,24 +41,62 @@ export interface OverheadFigures {
 }
 
 const BATCH_SIZE = 10;
+const KAFKA_PARTITIONS = 2;
 
-export function overheadKits(): Kit[] {
+/** A kit as this bench times it: its event built before the clock starts, then handled. */
+interface TimedKit {
+  readonly name: string;
+  readonly description: string;
+  readonly effect: Effect;
+  event(ids: readonly string[]): unknown;
+  handle(event: unknown, context: Context): Promise<unknown>;
+}
+
+function sqsTimed(kit: Kit): TimedKit {
+  return { ...kit, event: (ids) => sqsEvent(ids), handle: (event, context) => kit.handler(event as SQSEvent, context) };
+}
+
+/** Ours on Kafka: the same envelopes as MSK records over KAFKA_PARTITIONS partitions, with BabelQueue's headers. */
+function kafkaTimed(): TimedKit {
+  const effect = new Effect();
+  const handler = kafkaHandler({ store: new InMemoryStore(), logger: false, handle: async (_envelope, context) => effect.run(context.key ?? "") });
+  let offset = 0;
+  return {
+    name: "ours (kafkaHandler)",
+    description: `kafkaHandler + InMemoryStore: the same 10 messages as an MSK event over ${KAFKA_PARTITIONS} partitions, bq-* headers on each record`,
+    effect,
+    event: (ids) =>
+      mskEvent(
+        ids.map((id, i) =>
+          kafkaRecord(envelopeBody(id), {
+            partition: i % KAFKA_PARTITIONS,
+            offset: (offset += 1),
+            headers: { "bq-message-id": id, "bq-schema-version": "1", "bq-attempts": "0", "bq-job": "orders.charge" },
+          }),
+        ),
+      ),
+    handle: (event, context) => handler(event as MSKEvent, context),
+  };
+}
+
+export function overheadKits(): TimedKit[] {
   const none = { count: 0, reset: () => undefined };
   return [
-    bareKit(),
-    oursKit("ours", "sqsHandler + InMemoryStore", new InMemoryStore(), none),
-    oursKit("ours (fingerprint off)", "the same with `fingerprint: false`: the payload check's own cost is the difference", new InMemoryStore(), none, { fingerprint: false }),
-    powertoolsKit("Powertools", "BatchProcessor + makeIdempotent + in-memory persistence layer", new MemoryPersistenceLayer(), none),
-    powertoolsBatchOnlyKit(),
+    sqsTimed(bareKit()),
+    sqsTimed(oursKit("ours", "sqsHandler + InMemoryStore", new InMemoryStore(), none)),
+    sqsTimed(oursKit("ours (fingerprint off)", "the same with `fingerprint: false`: the payload check's own cost is the difference", new InMemoryStore(), none, { fingerprint: false })),
+    kafkaTimed(),
+    sqsTimed(powertoolsKit("Powertools", "BatchProcessor + makeIdempotent + in-memory persistence layer", new MemoryPersistenceLayer(), none)),
+    sqsTimed(powertoolsBatchOnlyKit()),
   ];
 }
 
-async function timeRound(kit: Kit, batches: number): Promise<number> {
-  const events = Array.from({ length: batches }, () => sqsEvent(newIds(BATCH_SIZE, "cpu")));
+async function timeRound(kit: TimedKit, batches: number): Promise<number> {
+  const events = Array.from({ length: batches }, () => kit.event(newIds(BATCH_SIZE, "cpu")));
   const context = lambdaContext();
   const before = kit.effect.runs;
   const started = performance.now();
-  for (const event of events) await kit.handler(event, context);
+  for (const event of events) await kit.handle(event, context);
   const elapsed = performance.now() - started;
   const ran = kit.effect.runs - before;
   if (ran !== batches * BATCH_SIZE) throw new Error(`${kit.name}: ${ran} effects for ${batches * BATCH_SIZE} new messages`);

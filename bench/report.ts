@@ -287,6 +287,11 @@ export function renderMarkdown(results: BenchResults): string {
     out.push(`The payload fingerprint (SHA-256 of the canonical JSON of \`job\` and \`data\`, computed for every keyed message) costs ${fmt(withFp - noFp, "µs")} per message here (ours with it minus ours without it), no store request: it rides in the claim.`);
     out.push("");
   }
+  const kafkaOver = overhead.figures.find((one) => one.kit === "ours (kafkaHandler)")?.overheadUs;
+  if (kafkaOver !== undefined) {
+    out.push(`On Kafka, \`kafkaHandler\` adds ${fmt(kafkaOver, "µs")} per message over the bare handler where \`sqsHandler\` adds ${fmt(oursOver, "µs")} (kafkaHandler ÷ sqsHandler: ${ratio(kafkaOver, oursOver)}): the same engine, plus base64 values, header bytes and each partition run as one ordered lane.`);
+    out.push("");
+  }
   out.push(`Powertools ÷ ours (overhead): ${ratio(ptOver, oursOver)}. Powertools' share is mostly the idempotency layer (JMESPath key extraction, MD5 of the key, record objects, the stored response); its batch utility alone adds little, as the last row shows.`);
   out.push("");
   out.push("## Bundle size");

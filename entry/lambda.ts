@@ -1,5 +1,6 @@
 /**
- * `babelqueue-serverless/lambda`: the AWS Lambda handlers — `sqsHandler` for SQS event sources.
+ * `babelqueue-serverless/lambda`: the AWS Lambda handlers — `sqsHandler` for SQS event sources,
+ * `kafkaHandler` for Amazon MSK and self-managed Kafka event sources.
  *
  * The list is deliberate and pinned by test/package/exports.test.ts.
  *
@@ -8,6 +9,16 @@
 import * as sqs from "../handlers/lambda-sqs.js";
 
 export { type SqsHandler, type SqsHandlerOptions, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
+export {
+  type KafkaBatchItemFailure,
+  type KafkaBatchResponse,
+  type KafkaEvent,
+  type KafkaHandler,
+  type KafkaHandlerOptions,
+  type KafkaRecord,
+  type KafkaRuntimeContext,
+  kafkaHandler,
+} from "../handlers/lambda-kafka.js";
 
 /** @deprecated Internal to `sqsHandler` (it reconciles attempts for you: `ctx.attempts`). Removed in 0.3.0. */
 export const redeliveriesOf: typeof sqs.redeliveriesOf = sqs.redeliveriesOf;

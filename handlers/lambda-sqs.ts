@@ -18,17 +18,9 @@
  *   `ctx.headers` record — BabelQueue's `bq-*` attributes, `traceparent`, `bq-replay-bypass` — so
  *   `@babelqueue/core`'s `isReplay(headers)` and its OpenTelemetry `wrapHandler` work unchanged.
  *
- * The lease covers the invocation: `context.getRemainingTimeInMillis()` + `leaseMarginMs` (default
- * 5 s, for clock skew between hosts and the time the commit itself takes), and never less than the
- * `leaseMs` option. While this invocation may still be running, no other delivery can claim its ids;
- * once Lambda has killed it, the lease ends soon after and a redelivery can run.
- *
- * The deadline guard: the invocation's deadline (now + remaining time) goes to the engine, which,
- * `deadlineMarginMs` (default 1 s) before it, stops starting handlers, flushes the commits of what
- * finished, releases the claims of what never started, and answers — so Lambda gets a partial batch
- * response instead of killing the invocation with none (which would redeliver the whole batch). A
- * handler still running keeps its claim and is reported as a failure; if it finishes later (Lambda
- * thaws the environment for the next invocation), its commit is still made.
+ * The lease, the deadline guard, the option check and observability are the Lambda handlers'
+ * shared part (lambda-shared.ts): the lease covers the invocation, and the engine answers
+ * `deadlineMarginMs` before the invocation's deadline with what finished.
  *
  * The handler never throws for a record's sake. Should the engine itself fail unexpectedly, every
  * record is reported as failed: nothing that was not processed is ever acknowledged.
@@ -37,14 +29,12 @@
  * (visibility timeout, `maxReceiveCount`, redrive policy).
  */
 import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
-import type { Store } from "../src/contract.js";
 import type { MessageResult } from "../src/decision.js";
-import { BatchEngine, type Delivery, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "../src/engine/index.js";
+import type { Delivery } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
-import { InvalidOptionError } from "../src/errors.js";
 import { SCHEMA_VERSION_PROPERTY, schemaVersionRejection } from "../src/schema-gate.js";
-import { OBSERVABILITY_OPTION_KEYS, type ObservabilityOptions, createObservability, queueNameFromArn } from "../src/observability/index.js";
-import { type OptionKeys, checkOptions, optionKeys, unionKeys } from "../src/store-kit/options.js";
+import { queueNameFromArn } from "../src/observability/index.js";
+import { type LambdaHandlerOptions, lambdaBatchRunner } from "./lambda-shared.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
 export interface SqsRuntimeContext {
@@ -56,33 +46,17 @@ export interface SqsRuntimeContext {
   readonly headers: Readonly<Record<string, string>>;
 }
 
-/** Options of `sqsHandler`: the store, the side effect, and the engine's options. */
-export interface SqsHandlerOptions<Message = Envelope> extends EngineOptions<Message>, ObservabilityOptions {
-  /** Where ids are claimed and committed: a `ClaimingStore` (DynamoDBStore, …) or a seen-set `Store`. */
-  store: Store;
-  /** The side effect. Throw to have the message retried. */
-  handle: Handler<Message, SqsRuntimeContext>;
-  /**
-   * Added to the invocation's remaining time to size the lease (ms). Default 5000. The lease is
-   * `max(leaseMs option, remaining time + leaseMarginMs)`; when the context has no remaining time,
-   * the `leaseMs` option or the store's default lease applies.
-   */
-  leaseMarginMs?: number;
-}
+/**
+ * Options of `sqsHandler`: the store, the side effect (`handle`), the engine's options, the lease
+ * margin and observability (`logger`, `metrics`, `tracing`). Unknown keys are refused.
+ */
+export interface SqsHandlerOptions<Message = Envelope> extends LambdaHandlerOptions<Message, SqsRuntimeContext> {}
 
 /**
  * An SQS-triggered Lambda handler: `(event, context)` in, the partial batch response out
  * (`batchItemFailures` lists every record that was not acknowledged).
  */
 export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
-
-const DEFAULT_LEASE_MARGIN_MS = 5_000;
-
-/** Every key of `SqsHandlerOptions`: the engine's, observability's and the handler's own. */
-const SQS_HANDLER_OPTION_KEYS = unionKeys(
-  unionKeys(ENGINE_OPTION_KEYS, OBSERVABILITY_OPTION_KEYS),
-  optionKeys<Omit<SqsHandlerOptions, keyof EngineOptions | keyof ObservabilityOptions>>({ store: true, handle: true, leaseMarginMs: true }),
-) as OptionKeys<SqsHandlerOptions<unknown>>;
 
 /** ApproximateReceiveCount − 1 when the attribute is an integer >= 1, else undefined (absent or garbage is ignored). */
 export function redeliveriesOf(record: SQSRecord): number | undefined {
@@ -98,15 +72,6 @@ export function fifoGroupOf(record: SQSRecord): string | undefined {
   if (typeof arn !== "string" || !arn.endsWith(".fifo")) return undefined;
   const group = (record.attributes as Partial<SQSRecord["attributes"]> | undefined)?.MessageGroupId;
   return typeof group === "string" && group !== "" ? group : undefined;
-}
-
-function remainingMs(context: Context | undefined): number | undefined {
-  try {
-    const remaining = context?.getRemainingTimeInMillis?.();
-    return typeof remaining === "number" && Number.isFinite(remaining) && remaining > 0 ? remaining : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /**
@@ -163,18 +128,11 @@ function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
  * ```
  */
 export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Message>): SqsHandler {
-  checkOptions(options, SQS_HANDLER_OPTION_KEYS as OptionKeys<SqsHandlerOptions<Message>>, "sqsHandler");
-  const { store, handle, leaseMarginMs = DEFAULT_LEASE_MARGIN_MS, logger, metrics, tracing, ...engineOptions } = options;
-  if (typeof leaseMarginMs !== "number" || !Number.isFinite(leaseMarginMs) || leaseMarginMs < 0) {
-    throw new InvalidOptionError("leaseMarginMs", "must be a number of milliseconds >= 0");
-  }
-  const engine = new BatchEngine<Message, SqsRuntimeContext>(store, handle, engineOptions);
-  const observability = createObservability({ logger, metrics, tracing }, { system: "aws_sqs" });
+  const run = lambdaBatchRunner<Message, SqsRuntimeContext>("sqsHandler", options, "aws_sqs");
 
   return async (event, lambdaContext) => {
     const records: SQSRecord[] = Array.isArray(event?.Records) ? event.Records : [];
     if (records.length === 0) return { batchItemFailures: [] };
-    const observation = observability.batch({ queue: queueNameFromArn(records[0]?.eventSourceARN), size: records.length });
     try {
       const deliveries: Delivery<SqsRuntimeContext>[] = records.map((record) => {
         const redeliveries = redeliveriesOf(record);
@@ -192,17 +150,7 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
           ...(group === undefined ? {} : { group }),
         };
       });
-      const remaining = remainingMs(lambdaContext);
-      const leaseMs =
-        remaining === undefined ? engineOptions.leaseMs : Math.max(engineOptions.leaseMs ?? 0, remaining + leaseMarginMs);
-      const results: MessageResult[] = await observation.run(() =>
-        engine.process(deliveries, {
-          ...(leaseMs === undefined ? {} : { leaseMs }),
-          ...(remaining === undefined ? {} : { deadline: Date.now() + remaining }),
-          observe: observation.observe,
-          ...(observation.intercept === undefined ? {} : { intercept: observation.intercept }),
-        }),
-      );
+      const results: MessageResult[] = await run({ deliveries, lambdaContext, queue: queueNameFromArn(records[0]?.eventSourceARN) });
       return {
         batchItemFailures: records.flatMap((record, index) => (results[index]?.ack === true ? [] : [failure(record)])),
       };

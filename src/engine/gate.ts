@@ -24,6 +24,11 @@ function bodyAttempts(message: unknown): number {
   return typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : 0;
 }
 
+/** A transport's authoritative attempts count: a safe integer >= 0 (anything else is ignored). */
+function isAttempts(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
 function rejectionReason(error: unknown): string {
   if (error instanceof InvalidMessageError) return error.reason;
   // A parser's own message may quote the body; report only its kind.
@@ -54,7 +59,7 @@ export function decode<Message, RC>(settings: EngineSettings<Message, RC>, deliv
   }
   item.message = message;
   if (typeof key === "string" && key !== "") item.key = key;
-  item.attempts = reconcileAttempts(bodyAttempts(message), delivery.redeliveries);
+  item.attempts = isAttempts(delivery.attempts) ? delivery.attempts : reconcileAttempts(bodyAttempts(message), delivery.redeliveries);
   return item;
 }
 

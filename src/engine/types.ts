@@ -16,6 +16,13 @@ export interface Delivery<RuntimeContext> {
   readonly body: unknown;
   /** The runtime's 0-based redelivery count (SQS: ApproximateReceiveCount − 1; Workers: attempts − 1). */
   readonly redeliveries?: number;
+  /**
+   * The transport's AUTHORITATIVE attempts count, when it carries one (Kafka: BabelQueue's
+   * `bq-attempts` record header): the handler sees exactly this, not reconciled with the body's
+   * `attempts` or with `redeliveries` — lower or higher. Ignored unless a safe integer >= 0.
+   * Absent: attempts = max(body.attempts, redeliveries), the SQS and Workers rule.
+   */
+  readonly attempts?: number;
   /** FIFO message group. Messages of one group run in order and stop at the first failure. */
   readonly group?: string;
   /** The queue's own id of this delivery (SQS `messageId`, Workers `message.id`), for logs and traces. */
@@ -36,7 +43,10 @@ export interface Delivery<RuntimeContext> {
 export type HandlerContext<RuntimeContext> = RuntimeContext & {
   /** The dedupe key (`meta.id` by default), or undefined when the message had none. */
   readonly key: string | undefined;
-  /** Reconciled attempts: max(body.attempts, the runtime's redelivery count). */
+  /**
+   * Reconciled attempts: the transport's authoritative count when it has one (Kafka's `bq-attempts`
+   * header), else max(body.attempts, the runtime's redelivery count).
+   */
   readonly attempts: number;
   /** How this run is guarded. */
   readonly dedupe: DedupeMode;

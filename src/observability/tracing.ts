@@ -43,8 +43,8 @@ export interface TracingOptions {
   tracer?: OtelTracer;
 }
 
-/** The `messaging.system` of each runtime: the semantic conventions' `aws_sqs`, and Cloudflare's queues. */
-export type MessagingSystem = "aws_sqs" | "cloudflare_queues" | (string & {});
+/** The `messaging.system` of each runtime: the semantic conventions' `aws_sqs` and `kafka`, and Cloudflare's queues. */
+export type MessagingSystem = "aws_sqs" | "kafka" | "cloudflare_queues" | (string & {});
 
 const ERROR_OUTCOMES: ReadonlySet<string> = new Set<OutcomeStatus>(["failed", "invalid", "conflict", "commit-failed"]);
 const MAX_KEY = 256;

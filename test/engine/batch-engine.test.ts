@@ -328,6 +328,19 @@ describe("the batch engine", () => {
     ]);
   });
 
+  it("takes a transport's authoritative attempts as they are (Kafka's bq-attempts), lower or higher; ignores one that is not a count", async () => {
+    const seen: number[] = [];
+    const engine = new BatchEngine<unknown, object>(new InMemoryStore(), (_m, ctx) => void seen.push(ctx.attempts));
+    const body = (id: string) => JSON.stringify({ ...(JSON.parse(envelope(id)) as object), attempts: 5 });
+    await engine.process([
+      { body: body("a1"), attempts: 1, redeliveries: 7, context: {} },
+      { body: body("a2"), attempts: 9, context: {} },
+      { body: body("a3"), attempts: 0, context: {} },
+      ...[-1, 1.5, Number.NaN, Number.MAX_SAFE_INTEGER + 1].map((attempts, i) => ({ body: body(`a-bad-${i}`), attempts, redeliveries: 2, context: {} })),
+    ]);
+    expect(seen).toEqual([1, 9, 0, 5, 5, 5, 5]);
+  });
+
   it("accepts a custom parse and key for non-BabelQueue messages", async () => {
     let runs = 0;
     const engine = new BatchEngine<{ orderId: string }>(new InMemoryStore(), () => void (runs += 1), {

@@ -1,22 +1,27 @@
 /**
- * Bad input through both runtime adapters (issue "Proof", item 3): fast-check-generated bodies —
+ * Bad input through the runtime adapters (issue "Proof", item 3): fast-check-generated bodies —
  * bad JSON, wrong types, huge and odd ids, deep nesting, `__proto__` keys, wrong schema versions,
  * empty batches, duplicated records — mixed into real batches. The adapters never throw, every
  * bad record is classified (not acknowledged unless dropped), good neighbours are processed once,
- * and nothing a record carried is ever written to the console.
+ * and nothing a record carried is ever written to the console. `kafkaHandler` also gets malformed
+ * Kafka records (tombstones, bad base64, bad headers) and whole events of any shape: it answers,
+ * or refuses the invocation with an `InvalidMessageError`, and never acknowledges a record it did
+ * not process.
  *
  * The Cloudflare adapter runs here in Node with structural Queues messages (ack/retry recorders):
  * the point is the adapter's classification, which is runtime-free; its real-queue path runs in
  * workerd in test/workers/.
  */
-import type { SQSEvent } from "aws-lambda";
+import type { MSKRecord, SQSEvent } from "aws-lambda";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { decodeEnvelope } from "../../src/envelope.js";
+import { InvalidMessageError } from "../../src/errors.js";
+import { type KafkaEvent, kafkaHandler } from "../../handlers/lambda-kafka.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { queueHandler, type QueueMessageLike } from "../../handlers/cloudflare-queue.js";
 import { sqsHandler } from "../../handlers/lambda-sqs.js";
-import { lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
+import { kafkaRecord, lambdaContext, mskEvent, sqsRecord } from "../../scripts/lambda-events.js";
 import { envelope } from "../support/envelopes.js";
 
 const SECRET = "PAYLOAD-SECRET-7f3a";
@@ -108,6 +113,95 @@ describe("bad input through sqsHandler", () => {
     const context = lambdaContext(1_000);
     expect(await handler({ Records: [] }, context)).toEqual({ batchItemFailures: [] });
     expect(await handler({} as SQSEvent, context)).toEqual({ batchItemFailures: [] });
+  });
+});
+
+describe("bad input through kafkaHandler", () => {
+  /** A record as the broker might carry it: a good envelope, a bad body, or an unreadable record. */
+  const unreadable = fc.constantFrom<Partial<Record<"value" | "headers", unknown>>>(
+    { value: null },
+    { value: "not base64!" },
+    { value: "abc" },
+    { headers: [{ x: "a string" }] },
+    { headers: [{ x: [1, 2, 256] }] },
+    { headers: "nope" },
+    { headers: [null] },
+  );
+  type KafkaItem = Item | { kind: "unreadable"; fields: Partial<Record<"value" | "headers", unknown>> };
+  const kafkaBatchArb = fc.array(
+    fc.record({
+      partition: fc.nat(2),
+      item: fc.oneof(
+        { weight: 2, arbitrary: fc.nat(30).map((n): KafkaItem => ({ kind: "good", id: `good-${n}` })) },
+        { weight: 2, arbitrary: badBody.map((body): KafkaItem => ({ kind: "bad", body })) },
+        { weight: 1, arbitrary: unreadable.map((fields): KafkaItem => ({ kind: "unreadable", fields })) },
+      ),
+    }),
+    { minLength: 0, maxLength: 30 },
+  );
+
+  it("never throws for a record, reports every record it did not process, and keeps each partition's order", async () => {
+    await fc.assert(
+      fc.asyncProperty(kafkaBatchArb, async (entries) => {
+        const effects = new Map<string, number>();
+        const handler = kafkaHandler({ store: new InMemoryStore(), handle: (_e, ctx) => void effects.set(ctx.key ?? "", (effects.get(ctx.key ?? "") ?? 0) + 1) });
+        const offsets = [0, 0, 0];
+        const records = entries.map(({ partition, item }) => {
+          const offset = (offsets[partition] = (offsets[partition] ?? 0) + 1);
+          // Good ids are per partition: a copy across partitions shares its first copy's fate instead.
+          // A generated body that happens to be a valid envelope is replaced: its id could repeat across partitions.
+          const bad = (body: unknown) => (decodeEnvelope(toText(body)).ok ? "not an envelope" : toText(body));
+          const body = item.kind === "good" ? JSON.stringify(good(`${item.id}-p${partition}`)) : item.kind === "bad" ? bad(item.body) : "{}";
+          const record = kafkaRecord(body, { partition, offset });
+          return item.kind === "unreadable" ? ({ ...record, ...item.fields } as MSKRecord) : record;
+        });
+        const response = await handler(mskEvent(records), lambdaContext());
+        const failed = response.batchItemFailures.map((f) => `${f.itemIdentifier.partition}@${f.itemIdentifier.offset}`);
+        expect(new Set(failed).size).toBe(failed.length);
+        const key = (record: MSKRecord) => `${record.topic}-${record.partition}@${record.offset}`;
+        for (const partition of [0, 1, 2]) {
+          const inPartition = records.filter((record) => record.partition === partition);
+          const first = inPartition.findIndex((record) => failed.includes(key(record)));
+          // After a partition's first unacknowledged record, nothing of that partition is acknowledged.
+          for (const [i, record] of inPartition.entries()) expect(failed.includes(key(record)), key(record)).toBe(first !== -1 && i >= first);
+        }
+        const acked = new Set<string>();
+        entries.forEach(({ item }, i) => {
+          const record = records[i] as MSKRecord;
+          if (item.kind !== "good") expect(failed.includes(key(record)), key(record)).toBe(true);
+          else if (!failed.includes(key(record))) acked.add(`${item.id}-p${record.partition}`);
+        });
+        // A good id's effect ran once if one of its records was acknowledged, else not at all (never twice).
+        for (const { item, partition } of entries) {
+          if (item.kind === "good") expect(effects.get(`${item.id}-p${partition}`) ?? 0).toBe(acked.has(`${item.id}-p${partition}`) ? 1 : 0);
+        }
+        expect(logged.join("\n")).not.toContain(SECRET);
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("an event of any shape: answered, or the invocation refused with an InvalidMessageError — never another error", async () => {
+    const handler = kafkaHandler({ store: new InMemoryStore(), handle: () => {} });
+    const recordish = fc.oneof(fc.anything(), fc.record({ topic: fc.anything(), partition: fc.anything(), offset: fc.anything(), value: fc.anything(), headers: fc.anything() }));
+    const eventArb = fc.oneof(
+      fc.anything(),
+      fc.record({ eventSource: fc.oneof(fc.constant("aws:kafka"), fc.anything()), records: fc.oneof(fc.anything(), fc.dictionary(fc.string(), fc.oneof(fc.anything(), fc.array(recordish)))) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(eventArb, async (event) => {
+        try {
+          const response = await handler(event as KafkaEvent, lambdaContext());
+          for (const failure of response.batchItemFailures) {
+            expect(typeof failure.itemIdentifier.partition).toBe("string");
+            expect(Number.isSafeInteger(failure.itemIdentifier.offset)).toBe(true);
+          }
+        } catch (error) {
+          expect(error).toBeInstanceOf(InvalidMessageError);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 });
 

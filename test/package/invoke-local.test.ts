@@ -1,7 +1,8 @@
 /**
- * `npm run invoke:local` (scripts/invoke-local.ts): the example Lambda handler invoked on this
+ * `npm run invoke:local` (scripts/invoke-local.ts): the example Lambda handlers invoked on this
  * machine against DynamoDB Local (the tests' own, through AWS_ENDPOINT_URL_DYNAMODB). A body sent
- * twice in one batch and then redelivered runs its effect once; the table remembers its id.
+ * twice in one batch and then redelivered runs its effect once; the table remembers its id. With
+ * `--kafka`, the same through the Kafka consumer on an Amazon MSK event.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -56,5 +57,29 @@ describe("npm run invoke:local", () => {
       expect(run.responses).toHaveLength(2);
       expect(run.effects).toHaveLength(1);
     }
+  }, 90_000);
+
+  it("--kafka: an MSK event with BabelQueue's headers to the Kafka consumer; a body twice and replayed runs once, a bad one is reported by partition and offset", async () => {
+    const envelope = sampleEnvelope() as { meta: { id: string } };
+    envelope.meta.id = `kafka-local-${Date.now().toString(36)}`;
+    const file = join(scratch, "kafka-order.json");
+    writeFileSync(file, JSON.stringify(envelope));
+    const bad = join(scratch, "not-an-envelope.json");
+    writeFileSync(bad, JSON.stringify({ hello: "world" }));
+    const table = `invoke-local-kafka-${Date.now().toString(36)}`;
+    const run = invokeLocal(["--kafka", "--copies", "2", file, bad], table);
+    expect(run.status, run.stderr).toBe(0);
+    // Offsets 0 and 1: the order twice; 2 and 3: the bad body twice (the first stops the partition).
+    const failures = '{"batchItemFailures":[{"itemIdentifier":{"partition":"orders-0","offset":2}},{"itemIdentifier":{"partition":"orders-0","offset":3}}]}';
+    expect(run.responses).toEqual([`invoke-local: first delivery: 4 record(s) → ${failures}`, `invoke-local: redelivery: 4 record(s) → ${failures}`]);
+    expect(run.effects).toHaveLength(1);
+    expect(JSON.parse(run.effects[0] as string)).toMatchObject({ job: "urn:babel:orders:created", id: envelope.meta.id, topic: "orders", partition: 0, offset: 0, attempts: 0 });
+    const endpoint = inject("dynamodbEndpoint");
+    const check = new DynamoDBStore({
+      table,
+      namespace: "orders-kafka-consumer",
+      clientConfig: { endpoint, region: "us-east-1", credentials: { accessKeyId: "local", secretAccessKey: "local" } },
+    });
+    expect(await check.seen(envelope.meta.id)).toBe(true);
   }, 90_000);
 });

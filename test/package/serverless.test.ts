@@ -1,12 +1,16 @@
 /**
  * serverless.yml, validated offline: `osls package` (configValidationMode: error) builds the
- * CloudFormation template and the bundle into a temp dir, and these tests hold the template to
+ * CloudFormation template and the bundles into a temp dir, and these tests hold the template to
  * the file's promises — partial batch responses, batch size and window, TTL, DLQ + redrive,
  * visibility timeout >= 6x the function timeout, the table as idempotencyTableDefinition says,
- * IAM no broader than DynamoDBStore's exact actions on the table's ARN, one minified,
- * self-contained bundle (the AWS SDK inside, on purpose) — then run the deployed bundle itself, in
- * a directory with nothing else, on a batch against DynamoDB Local, and against a closed port (the
- * store error keeps its class name through minification).
+ * IAM no broader than DynamoDBStore's exact actions on the table's ARN (plus, for the Kafka
+ * mapping, the MSK actions on the cluster's ARN, the ENI actions MSK needs and sqs:SendMessage on
+ * its on-failure queue), one minified, self-contained bundle per function (the AWS SDK inside, on
+ * purpose); the Kafka event source mapping with FunctionResponseTypes (set through
+ * resources.extensions: osls cannot set it on an `msk` event), provisioned pollers, bounded retries
+ * and an on-failure destination, created only when a cluster is given — then run the deployed
+ * bundles themselves, in a directory with nothing else, on batches against DynamoDB Local, and
+ * against a closed port (the store error keeps its class name through minification).
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
@@ -19,6 +23,7 @@ import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { DYNAMODB_STORE_ACTIONS, DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
 import { freePort } from "../../scripts/dynamodb-local.mjs";
+import { kafkaRecord, mskEvent } from "../../scripts/lambda-events.js";
 import { zipEntries as unzip } from "../../scripts/zip-entries.js";
 import { sampleEnvelope } from "../support/conformance-data.js";
 
@@ -34,6 +39,20 @@ let template: { Resources: Record<string, Resource> };
 
 function resourcesOf(type: string): [string, Resource][] {
   return Object.entries(template.Resources).filter(([, resource]) => resource.Type === type);
+}
+
+/** The SQS event source mapping (its source is a queue of the template). */
+function sqsMapping(): Resource {
+  const found = resourcesOf("AWS::Lambda::EventSourceMapping").find(([, mapping]) => template.Resources[getAttTarget(mapping.Properties.EventSourceArn) ?? ""]?.Type === "AWS::SQS::Queue");
+  if (found === undefined) throw new Error("no SQS event source mapping");
+  return found[1];
+}
+
+/** The Kafka (MSK) event source mapping: the one with `Topics`. */
+function kafkaMapping(): [string, Resource & { Condition?: string }] {
+  const found = resourcesOf("AWS::Lambda::EventSourceMapping").find(([, mapping]) => mapping.Properties.Topics !== undefined);
+  if (found === undefined) throw new Error("no Kafka event source mapping");
+  return found as [string, Resource & { Condition?: string }];
 }
 
 /** The logical id a `{ "Fn::GetAtt": [id, "Arn"] }` points at. */
@@ -63,11 +82,11 @@ beforeAll(() => {
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-/** The zip unpacked into a directory holding nothing else (no node_modules): what Lambda runs. */
-function unzipped(): string {
-  const dir = join(work, "unzipped");
+/** A function's zip unpacked into a directory holding nothing else (no node_modules): what Lambda runs. */
+function unzipped(zip = "consumer.zip"): string {
+  const dir = join(work, `unzipped-${zip}`);
   mkdirSync(join(dir, "examples/lambda"), { recursive: true });
-  for (const [name, data] of unzip(readFileSync(join(out, "consumer.zip")))) writeFileSync(join(dir, name), data);
+  for (const [name, data] of unzip(readFileSync(join(out, zip)))) writeFileSync(join(dir, name), data);
   return dir;
 }
 
@@ -86,33 +105,34 @@ const record = (messageId: string, receiveCount: string, recordBody = body()) =>
 
 describe("serverless.yml (osls package, offline)", () => {
   it("subscribes the function to the queue with partial batch responses, a batch size and a batching window", () => {
-    const mappings = resourcesOf("AWS::Lambda::EventSourceMapping");
-    expect(mappings).toHaveLength(1);
-    const [, mapping] = mappings[0] as [string, Resource];
+    expect(resourcesOf("AWS::Lambda::EventSourceMapping")).toHaveLength(2);
+    const mapping = sqsMapping();
     expect(mapping.Properties.FunctionResponseTypes).toEqual(["ReportBatchItemFailures"]);
     expect(mapping.Properties.BatchSize).toBe(10);
     expect(mapping.Properties.MaximumBatchingWindowInSeconds).toBeGreaterThan(0);
     expect(resourcesOf("AWS::SQS::Queue").map(([id]) => id)).toContain(getAttTarget(mapping.Properties.EventSourceArn));
   });
 
-  it("runs the consumer on nodejs22.x or newer", () => {
+  it("runs both consumers on nodejs22.x or newer", () => {
     const functions = resourcesOf("AWS::Lambda::Function");
-    expect(functions).toHaveLength(1);
-    const runtime = String((functions[0] as [string, Resource])[1].Properties.Runtime);
-    expect(runtime).toMatch(/^nodejs\d+\.x$/);
-    expect(Number(runtime.replace(/\D/g, ""))).toBeGreaterThanOrEqual(22);
+    expect(functions.map(([id]) => id).sort()).toEqual(["ConsumerLambdaFunction", "KafkaConsumerLambdaFunction"]);
+    for (const [, fn] of functions) {
+      const runtime = String(fn.Properties.Runtime);
+      expect(runtime).toMatch(/^nodejs\d+\.x$/);
+      expect(Number(runtime.replace(/\D/g, ""))).toBeGreaterThanOrEqual(22);
+    }
   });
 
   it("gives the queue a visibility timeout of at least 6x the function timeout", () => {
-    const [, fn] = resourcesOf("AWS::Lambda::Function")[0] as [string, Resource];
-    const [, mapping] = resourcesOf("AWS::Lambda::EventSourceMapping")[0] as [string, Resource];
+    const fn = template.Resources.ConsumerLambdaFunction as Resource;
+    const mapping = sqsMapping();
     const queue = template.Resources[getAttTarget(mapping.Properties.EventSourceArn) as string] as Resource;
     expect(Number(fn.Properties.Timeout)).toBeGreaterThan(0);
     expect(Number(queue.Properties.VisibilityTimeout)).toBeGreaterThanOrEqual(6 * Number(fn.Properties.Timeout));
   });
 
   it("redrives the queue to a dead-letter queue", () => {
-    const [, mapping] = resourcesOf("AWS::Lambda::EventSourceMapping")[0] as [string, Resource];
+    const mapping = sqsMapping();
     const queue = template.Resources[getAttTarget(mapping.Properties.EventSourceArn) as string] as Resource;
     const redrive = queue.Properties.RedrivePolicy as Json;
     const dlq = getAttTarget(redrive.deadLetterTargetArn);
@@ -132,7 +152,7 @@ describe("serverless.yml (osls package, offline)", () => {
     expect(table.Properties.TimeToLiveSpecification).toEqual(definition.timeToLive);
   });
 
-  it("grants no IAM statement more than DynamoDBStore's exact actions on the table's ARN", () => {
+  it("grants no IAM statement more than DynamoDBStore's exact actions on the table's ARN, and the Kafka mapping's on its cluster and queue", () => {
     const [tableId] = resourcesOf("AWS::DynamoDB::Table")[0] as [string, Resource];
     const statements = resourcesOf("AWS::IAM::Role").flatMap(([, role]) =>
       ((role.Properties.Policies as Json[] | undefined) ?? []).flatMap(
@@ -142,25 +162,70 @@ describe("serverless.yml (osls package, offline)", () => {
     expect(resourcesOf("AWS::IAM::Policy")).toEqual([]);
     expect(resourcesOf("AWS::IAM::ManagedPolicy")).toEqual([]);
     const asList = (value: unknown) => (Array.isArray(value) ? value : [value]);
-    const dynamo = statements.filter((s) => asList(s.Action).some((a) => String(a).startsWith("dynamodb:")));
+    const withPrefix = (prefix: string) => statements.filter((s) => asList(s.Action).some((a) => String(a).startsWith(prefix)));
+    const dynamo = withPrefix("dynamodb:");
     expect(dynamo).toHaveLength(1);
     const grant = dynamo[0] as Json;
     expect(grant.Effect).toBe("Allow");
     expect([...asList(grant.Action)].sort()).toEqual([...DYNAMODB_STORE_ACTIONS].sort());
     expect(asList(grant.Resource)).toHaveLength(1);
     expect(getAttTarget(asList(grant.Resource)[0])).toBe(tableId);
+    // MSK: exactly the cluster actions of AWSLambdaMSKExecutionRole, on the cluster's ARN only.
+    const kafka = withPrefix("kafka:");
+    expect(kafka.flatMap((s) => asList(s.Action)).sort()).toEqual(["kafka:DescribeCluster", "kafka:DescribeClusterV2", "kafka:GetBootstrapBrokers"]);
+    for (const statement of kafka) expect(asList(statement.Resource)).toEqual([{ Ref: "MskClusterArn" }]);
+    // The on-failure destination: sqs:SendMessage on that queue only.
+    const send = statements.filter((s) => asList(s.Action).includes("sqs:SendMessage"));
+    expect(send.map((s) => asList(s.Resource).map(getAttTarget))).toEqual([["KafkaFailuresQueue"]]);
+    expect(getAttTarget((kafkaMapping()[1].Properties.DestinationConfig as { OnFailure: { Destination: unknown } }).OnFailure.Destination)).toBe("KafkaFailuresQueue");
+    // "*" only for the ENI actions the MSK mapping needs (the ec2 Describe actions take no resource).
+    const everywhere = statements.filter((s) => asList(s.Resource).includes("*"));
+    expect(everywhere).toHaveLength(1);
+    expect([...asList((everywhere[0] as Json).Action)].sort()).toEqual([
+      "ec2:CreateNetworkInterface",
+      "ec2:DeleteNetworkInterface",
+      "ec2:DescribeNetworkInterfaces",
+      "ec2:DescribeSecurityGroups",
+      "ec2:DescribeSubnets",
+      "ec2:DescribeVpcs",
+    ]);
     for (const statement of statements) {
       expect(statement.Effect).toBe("Allow");
       expect(statement.NotAction).toBeUndefined();
       expect(statement.NotResource).toBeUndefined();
       for (const action of asList(statement.Action)) expect(String(action)).not.toMatch(/\*/);
-      for (const resource of asList(statement.Resource)) expect(resource).not.toBe("*");
     }
   });
 
-  it("packages one bundled file (and its source map), nothing from HOME or node_modules", () => {
+  it("maps the MSK topic to the Kafka consumer with partial batch responses, provisioned pollers, bounded retries, only when a cluster is given", () => {
+    const [id, mapping] = kafkaMapping();
+    expect(id).toBe("KafkaConsumerEventSourceMappingMSKMskClusterArnOrders");
+    expect(mapping.Properties.FunctionResponseTypes).toEqual(["ReportBatchItemFailures"]);
+    expect(mapping.Properties.ProvisionedPollerConfig).toEqual({ MinimumPollers: 1, MaximumPollers: 2 });
+    expect(mapping.Properties.EventSourceArn).toEqual({ Ref: "MskClusterArn" });
+    expect(mapping.Properties.Topics).toEqual(["orders"]);
+    expect(getAttTarget(mapping.Properties.FunctionName)).toBe("KafkaConsumerLambdaFunction");
+    expect(mapping.Properties.MaximumRetryAttempts).toBe(5);
+    expect(mapping.Properties.StartingPosition).toBe("TRIM_HORIZON");
+    // Created only when the stack parameter names a cluster: the default is the placeholder the condition excludes.
+    const full = template as unknown as { Parameters: Record<string, Json>; Conditions: Record<string, unknown> };
+    expect(mapping.Condition).toBe("HasMskCluster");
+    expect(full.Parameters.MskClusterArn?.Type).toBe("String");
+    const state = JSON.parse(readFileSync(join(out, "serverless-state.json"), "utf8")) as { service: { provider: { stackParameters: { ParameterKey: string; ParameterValue: string }[] } } };
+    const parameter = state.service.provider.stackParameters.find((p) => p.ParameterKey === "MskClusterArn");
+    expect(full.Conditions.HasMskCluster).toEqual({ "Fn::Not": [{ "Fn::Equals": [{ Ref: "MskClusterArn" }, parameter?.ParameterValue] }] });
+    expect(parameter?.ParameterValue).toMatch(new RegExp(String(full.Parameters.MskClusterArn?.AllowedPattern)));
+    // Its own idempotency namespace: the SQS consumer and this one each run a message once.
+    const environment = (fn: string) => ((template.Resources[fn] as Resource).Properties.Environment as { Variables: Json }).Variables;
+    expect(environment("KafkaConsumerLambdaFunction").IDEMPOTENCY_NAMESPACE).toBe("orders-kafka-consumer");
+    expect(environment("ConsumerLambdaFunction").IDEMPOTENCY_NAMESPACE).toBe("orders-consumer");
+  });
+
+  it("packages one bundled file (and its source map) per function, nothing from HOME or node_modules", () => {
     const entries = unzip(readFileSync(join(out, "consumer.zip")));
     expect([...entries.keys()].sort()).toEqual(["examples/lambda/consumer.mjs", "examples/lambda/consumer.mjs.map"]);
+    const kafka = unzip(readFileSync(join(out, "kafkaConsumer.zip")));
+    expect([...kafka.keys()].sort()).toEqual(["examples/lambda/kafka-consumer.mjs", "examples/lambda/kafka-consumer.mjs.map"]);
   });
 
   it("bundles one minified, self-contained file: it loads nothing but Node built-ins, and its map carries no sources", async () => {
@@ -221,6 +286,45 @@ process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
     expect(run.stdout.split("\n").filter((line) => line.includes("urn:babel:orders:created"))).toHaveLength(1);
     const check = new DynamoDBStore({ table, namespace: "orders-consumer", clientConfig: { endpoint, region: "us-east-1", credentials } });
     expect(await check.seen(String((sampleEnvelope().meta as Json).id))).toBe(true);
+  });
+
+  it("the deployed Kafka bundle consumes an MSK event on DynamoDB Local in a fresh Node process: partition order, the Kafka partial response, a replay suppressed", async () => {
+    const dir = unzipped("kafkaConsumer.zip");
+    const table = `sls-kafka-${Date.now().toString(36)}`;
+    const endpoint = inject("dynamodbEndpoint");
+    const credentials = { accessKeyId: "local", secretAccessKey: "local" };
+    await createIdempotencyTable(new DynamoDBClient({ endpoint, region: "us-east-1", credentials }), idempotencyTableDefinition(table));
+    const order = (id: string) => JSON.stringify({ ...sampleEnvelope(), meta: { ...(sampleEnvelope().meta as Json), id } });
+    const event = mskEvent([
+      kafkaRecord(order("k-0-0"), { partition: 0, offset: 0 }),
+      kafkaRecord("garbage", { partition: 0, offset: 1 }),
+      kafkaRecord(order("k-0-2"), { partition: 0, offset: 2 }),
+      kafkaRecord(order("k-1-0"), { partition: 1, offset: 0, headers: { "bq-attempts": "2" } }),
+    ]);
+    const runner = join(dir, "invoke-kafka.mjs");
+    writeFileSync(
+      runner,
+      `import { handler } from "./examples/lambda/kafka-consumer.mjs";
+const context = { getRemainingTimeInMillis: () => 30000 };
+const responses = [];
+// The first delivery, then a rebalance replaying the whole batch.
+for (let i = 0; i < 2; i += 1) responses.push(await handler(${JSON.stringify(event)}, context));
+process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
+    );
+    const run = spawnSync("node", [runner], {
+      cwd: dir,
+      encoding: "utf8",
+      env: { PATH: process.env.PATH, IDEMPOTENCY_TABLE: table, AWS_ENDPOINT_URL_DYNAMODB: endpoint, AWS_REGION: "us-east-1", AWS_ACCESS_KEY_ID: "local", AWS_SECRET_ACCESS_KEY: "local" },
+    });
+    expect(run.status, run.stderr).toBe(0);
+    const failures = [{ itemIdentifier: { partition: "orders-0", offset: 1 } }, { itemIdentifier: { partition: "orders-0", offset: 2 } }];
+    expect(JSON.parse(run.stdout.split("RESPONSES ")[1] as string)).toEqual([{ batchItemFailures: failures }, { batchItemFailures: failures }]);
+    const effects = run.stdout.split("\n").filter((line) => line.startsWith("{") && line.includes('"job"')).map((line) => JSON.parse(line) as Json);
+    // Each effect once (the replay ran nothing), the garbage record's partition stopped there, bq-attempts as the attempts.
+    expect(effects.map((e) => [e.id, e.partition, e.offset, e.attempts]).sort()).toEqual([["k-0-0", 0, 0, 0], ["k-1-0", 1, 0, 2]]);
+    const check = new DynamoDBStore({ table, namespace: "orders-kafka-consumer", clientConfig: { endpoint, region: "us-east-1", credentials } });
+    expect(await check.seen("k-0-0")).toBe(true);
+    expect(await check.seen("k-0-2")).toBe(false);
   });
 
   it("keeps class names through minification: with DynamoDB unreachable the batch is retried and the log names StoreUnavailableError", async () => {

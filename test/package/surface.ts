@@ -32,7 +32,10 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
     ],
   },
   "./lambda": {
-    public: ["sqsHandler", "type SqsHandler", "type SqsHandlerOptions", "type SqsRuntimeContext"],
+    public: [
+      "kafkaHandler", "type KafkaBatchItemFailure", "type KafkaBatchResponse", "type KafkaEvent", "type KafkaHandler", "type KafkaHandlerOptions",
+      "type KafkaRecord", "type KafkaRuntimeContext", "sqsHandler", "type SqsHandler", "type SqsHandlerOptions", "type SqsRuntimeContext",
+    ],
     deprecated: ["fifoGroupOf", "headersOf", "redeliveriesOf"],
   },
   "./dynamodb": {

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { D1Store, DurableObjectStore, KVStore, type SeenSetKV, queueHandler } from "../../entry/cloudflare.js";
 import { DynamoDBStore } from "../../entry/dynamodb.js";
 import { BatchEngine, InMemoryStore, InvalidOptionError, wrap } from "../../entry/index.js";
-import { sqsHandler } from "../../entry/lambda.js";
+import { kafkaHandler, sqsHandler } from "../../entry/lambda.js";
 import { PostgresStore } from "../../entry/postgres.js";
 import { RedisStore } from "../../entry/redis.js";
 import { UpstashRedisStore } from "../../entry/upstash.js";
@@ -44,6 +44,8 @@ describe("unknown option keys are refused, by name", () => {
     ["BatchEngine { concurency }", () => new BatchEngine(new InMemoryStore(), handle, { concurency: 2 } as never), "concurency"],
     ["wrap { onConflicts }", () => wrap(new InMemoryStore(), handle, { onConflicts: "drop" } as never), "onConflicts"],
     ["sqsHandler { leaseMarginMS }", () => sqsHandler({ store: new InMemoryStore(), handle, leaseMarginMS: 1 } as never), "leaseMarginMS"],
+    ["kafkaHandler { leaseMarginMS }", () => kafkaHandler({ store: new InMemoryStore(), handle, leaseMarginMS: 1 } as never), "leaseMarginMS"],
+    ["kafkaHandler { groupBy }", () => kafkaHandler({ store: new InMemoryStore(), handle, groupBy: "partition" } as never), "groupBy"],
     ["queueHandler { retryDelay }", () => queueHandler({ store: () => new InMemoryStore(), handle, retryDelay: 5 } as never), "retryDelay"],
     ["sqsHandler metrics { namespaces }", () => sqsHandler({ store: new InMemoryStore(), handle, metrics: { namespaces: "x" } } as never), "namespaces"],
   ];
@@ -65,6 +67,9 @@ describe("unknown option keys are refused, by name", () => {
       'option "cluster" is not an option of RedisStore (its options: client, hashTag, layout, leaseMs, namespace, prefix, retentionMs, timeoutMs)',
     );
     expect(refused(() => new KVStore(kv, { RetentionMs: 1 } as never), "RetentionMs").message).toMatch(/did you mean "retentionMs"\?/);
+    expect(refused(() => kafkaHandler({ store: new InMemoryStore(), handle, leaseMarginMS: 1 } as never), "leaseMarginMS").message).toBe(
+      'option "leaseMarginMS" is not an option of kafkaHandler (did you mean "leaseMarginMs"?)',
+    );
   });
 
   it("every option the types allow is accepted", () => {
@@ -73,6 +78,7 @@ describe("unknown option keys are refused, by name", () => {
     expect(() => new RedisStore({ client: scriptClient, layout: "babelqueue-php", prefix: "p:", timeoutMs: 1, leaseMs: 1, retentionMs: 1 })).not.toThrow();
     expect(() => new KVStore(kv, { namespace: "n", retentionMs: 1, bulkGet: false })).not.toThrow();
     expect(() => sqsHandler({ store: new InMemoryStore(), handle, leaseMarginMs: 0, logger: false, metrics: false, tracing: false, concurrency: 2 })).not.toThrow();
+    expect(() => kafkaHandler({ store: new InMemoryStore(), handle, leaseMarginMs: 0, logger: false, metrics: false, tracing: false, concurrency: 2 })).not.toThrow();
   });
 });
 

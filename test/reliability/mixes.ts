@@ -5,6 +5,7 @@
  */
 import type { FaultRates } from "./faults.js";
 import type { SimulationOptions } from "./simulate.js";
+import type { KafkaSimulationOptions } from "./simulate-kafka.js";
 
 export type Mix = Omit<SimulationOptions, "store" | "backend" | "faults" | "random" | "messages"> & { faults?: FaultRates };
 
@@ -26,6 +27,28 @@ export const RELIABILITY_MIXES: readonly Mix[] = [
   { faultMix: "killed at a random moment mid-batch", kill: 0.3, killWithinMs: 60, handlerMs: [0, 50] },
   // 650 ms before the guard answers: room for the gate on a loaded machine, so the hung handler starts.
   { faultMix: "one handler hangs past the deadline", hang: 0.15, invocationMs: 800, deadlineMarginMs: 150, handlerMs: [0, 20] },
+];
+
+export type KafkaMix = Omit<KafkaSimulationOptions, "store" | "backend" | "faults" | "random" | "messages"> & { faults?: FaultRates };
+
+/** Kafka mode (simulate-kafka.ts): partitions, resumes from the first failed offset, rebalances. */
+export const KAFKA_MIXES: readonly KafkaMix[] = [
+  { faultMix: "kafka: handler failures (resume from the first failed offset)", handlerFailure: 0.1 },
+  { faultMix: "kafka: rebalances replay whole batches", rebalance: 0.25, handlerFailure: 0.03 },
+  {
+    faultMix: "kafka: crashes at 3 points + handler failures + rebalances",
+    handlerFailure: 0.05,
+    rebalance: 0.1,
+    crash: { beforeEffect: 0.03, afterEffectBeforeCommit: 0.03, afterCommitBeforeAck: 0.03 },
+  },
+  { faultMix: "kafka: killed at a random moment mid-batch", kill: 0.2, killWithinMs: 60, handlerMs: [0, 20] },
+  {
+    faultMix: "kafka: everything at once",
+    handlerFailure: 0.05,
+    rebalance: 0.1,
+    crash: { beforeEffect: 0.02, afterEffectBeforeCommit: 0.02, afterCommitBeforeAck: 0.02 },
+    faults: { error: 0.02, lostResponse: 0.02, timeout: 0.01, spike: 0.02, timeoutMs: 80, spikeMs: 40 },
+  },
 ];
 
 export function reliabilitySize(full: boolean): number {

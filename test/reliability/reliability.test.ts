@@ -12,14 +12,16 @@ import { seededRandom } from "../../scripts/storm.js";
 import { type Backend, dynamodbBackend, memoryBackend, upstashBackend } from "./backends.js";
 import { withFaults } from "./faults.js";
 import { raceDeliveries } from "./race.js";
-import { RELIABILITY_MIXES, reliabilitySize } from "./mixes.js";
+import { KAFKA_MIXES, RELIABILITY_MIXES, reliabilitySize } from "./mixes.js";
 import { type SimulationReport, formatSimulationTable, formatWindowTable, simulate, windowProblems } from "./simulate.js";
+import { type KafkaSimulationReport, formatKafkaTable, simulateKafka } from "./simulate-kafka.js";
 
 const FULL = process.env.RELIABILITY_FULL === "1";
 const PER_MIX = reliabilitySize(FULL);
 const MIXES = RELIABILITY_MIXES;
 
 const reports: SimulationReport[] = [];
+const kafkaReports: KafkaSimulationReport[] = [];
 
 function suite(backend: () => Backend): void {
   const b = backend();
@@ -95,6 +97,28 @@ function suite(backend: () => Backend): void {
         }
       });
     }
+    describe("Kafka mode", () => {
+      KAFKA_MIXES.forEach((mix, m) => {
+        it(`${mix.faultMix}: nothing lost, partitions in order, repeats only in the crash window`, { timeout: 600_000 }, async () => {
+          const real = await b.make(`kafka-${m}-${Date.now().toString(36)}`);
+          const { store, faults } = withFaults(real, mix.faults ?? {}, seededRandom(9_000 + m));
+          const report = await simulateKafka({ ...mix, store: b.name, backend: store, faults, random: seededRandom(8_000 + m), messages: PER_MIX });
+          reports.push(report);
+          kafkaReports.push(report);
+          expect(report.lost, "lost ids").toBe(0);
+          expect(report.duplicates.unexplained, "repeats outside the crash window").toBe(0);
+          expect(report.kafka.outOfOrder, "first effects out of offset order").toBe(0);
+          expect(report.kafka.badResponses, "responses that are not a per-partition suffix").toBe(0);
+          // Without crashes, kills or store faults, the only repeat left is a commit that a loaded machine's store landed after the lease.
+          if (mix.crash === undefined && mix.kill === undefined && mix.faults === undefined) expect(report.effects - report.kafka.lateCommitRepeats, "no other repeat").toBe(report.messages);
+          if (mix.rebalance) expect(report.kafka.rebalances, "rebalances happened").toBeGreaterThan(0);
+          if (mix.handlerFailure) expect(report.kafka.resumes, "resumes from a failed offset happened").toBeGreaterThan(0);
+          if (mix.kill) expect(report.window.kills, "kills happened").toBeGreaterThan(0);
+          if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
+          expect(windowProblems(report)).toEqual([]);
+        });
+      });
+    });
     it(`races: ${FULL ? 50 : 10} rounds of ${FULL ? 100 : 75} concurrent deliveries of one id run it once`, { timeout: 600_000 }, async () => {
       const store = await b.make(`race-${Date.now().toString(36)}`);
       const outcome = await raceDeliveries(store, FULL ? 50 : 10, FULL ? 100 : 75, "node");
@@ -114,7 +138,8 @@ describe("reliability: simulated at-least-once broker", () => {
 afterAll(() => {
   const table = formatSimulationTable(reports);
   const window = formatWindowTable(reports);
-  console.log(`\nReliability (${FULL ? "full" : "CI size"}: ${PER_MIX} messages per mix and store)\n${table}\n\nThe window faults\n${window}\n`);
+  const kafka = kafkaReports.length === 0 ? "" : `\n\nKafka mode\n${formatKafkaTable(kafkaReports)}`;
+  console.log(`\nReliability (${FULL ? "full" : "CI size"}: ${PER_MIX} messages per mix and store)\n${table}\n\nThe window faults\n${window}${kafka}\n`);
   mkdirSync(".tmp", { recursive: true });
-  writeFileSync(`.tmp/reliability-${FULL ? "full" : "ci"}.md`, `${table}\n\n${window}\n`);
+  writeFileSync(`.tmp/reliability-${FULL ? "full" : "ci"}.md`, `${table}\n\n${window}${kafka}\n`);
 });
