@@ -9,6 +9,7 @@
 import * as sqs from "../handlers/lambda-sqs.js";
 
 export { type SqsHandler, type SqsHandlerOptions, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
+export type { ParkOptions, SqsClientLike } from "../handlers/sqs-parks.js";
 export {
   type KafkaBatchItemFailure,
   type KafkaBatchResponse,

@@ -34,7 +34,9 @@ import type { Delivery } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
 import { SCHEMA_VERSION_PROPERTY, schemaVersionRejection } from "../src/schema-gate.js";
 import { queueNameFromArn } from "../src/observability/index.js";
+import { jsonLogger } from "../src/observability/log.js";
 import { type LambdaHandlerOptions, lambdaBatchRunner } from "./lambda-shared.js";
+import { type ParkOptions, applyParks, checkParkOptions, parkChanges } from "./sqs-parks.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
 export interface SqsRuntimeContext {
@@ -50,7 +52,17 @@ export interface SqsRuntimeContext {
  * Options of `sqsHandler`: the store, the side effect (`handle`), the engine's options, the lease
  * margin and observability (`logger`, `metrics`, `tracing`). Unknown keys are refused.
  */
-export interface SqsHandlerOptions<Message = Envelope> extends LambdaHandlerOptions<Message, SqsRuntimeContext> {}
+export interface SqsHandlerOptions<Message = Envelope> extends LambdaHandlerOptions<Message, SqsRuntimeContext> {
+  /**
+   * Parks come back when the lease ends: a record parked because another delivery holds its id gets
+   * its visibility set to the lease's remaining time (+ `marginSeconds`) with
+   * `ChangeMessageVisibilityBatch`, so it is received once more, right after the lease — instead of
+   * after every visibility timeout, each receive raising `ApproximateReceiveCount` toward the DLQ.
+   * Give an SQS client (`new SQSClient({})` from `@aws-sdk/client-sqs`; the role needs
+   * `sqs:ChangeMessageVisibility`). Default: off (the queue's visibility timeout applies).
+   */
+  parks?: ParkOptions | false;
+}
 
 /**
  * An SQS-triggered Lambda handler: `(event, context)` in, the partial batch response out
@@ -128,7 +140,10 @@ function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
  * ```
  */
 export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Message>): SqsHandler {
-  const run = lambdaBatchRunner<Message, SqsRuntimeContext>("sqsHandler", options, "aws_sqs");
+  const { parks: parkOption, ...handlerOptions } = options ?? ({} as SqsHandlerOptions<Message>);
+  const run = lambdaBatchRunner<Message, SqsRuntimeContext>("sqsHandler", handlerOptions as SqsHandlerOptions<Message>, "aws_sqs");
+  const parks = checkParkOptions(parkOption);
+  const logger = options.logger === false ? undefined : (options.logger ?? jsonLogger());
 
   return async (event, lambdaContext) => {
     const records: SQSRecord[] = Array.isArray(event?.Records) ? event.Records : [];
@@ -150,7 +165,19 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
           ...(group === undefined ? {} : { group }),
         };
       });
-      const results: MessageResult[] = await run({ deliveries, lambdaContext, queue: queueNameFromArn(records[0]?.eventSourceARN) });
+      const queue = queueNameFromArn(records[0]?.eventSourceARN);
+      const results: MessageResult[] = await run({ deliveries, lambdaContext, queue });
+      if (parks !== undefined) {
+        const outcome = await applyParks(parks.client, parkChanges(records, results, parks.marginSeconds));
+        if (outcome.failed > 0) {
+          const name = outcome.error instanceof Error ? outcome.error.name : typeof outcome.error;
+          try {
+            logger?.warn("parks: visibility not changed, the queue's visibility timeout applies", { queue, failed: outcome.failed, changed: outcome.changed, error: { name } });
+          } catch {
+            // A logger must never change an outcome.
+          }
+        }
+      }
       return {
         batchItemFailures: records.flatMap((record, index) => (results[index]?.ack === true ? [] : [failure(record)])),
       };

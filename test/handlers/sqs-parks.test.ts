@@ -1,0 +1,152 @@
+/**
+ * `sqsHandler`'s `parks`: a record parked behind another delivery's lease gets its visibility set
+ * to the lease's remaining time (+ margin) with `ChangeMessageVisibilityBatch`, sent by the real
+ * `@aws-sdk/client-sqs` over HTTP to a loopback stand-in of that one SQS call
+ * (support/sqs-visibility-server.ts: no SQS emulator installs here); nothing acknowledged or merely
+ * failed is touched, a refused change is logged and changes nothing else, and the option is checked.
+ * The receives it saves are measured in test/reliability/parks.test.ts.
+ */
+import { SQSClient } from "@aws-sdk/client-sqs";
+import type { SQSEvent } from "aws-lambda";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { InMemoryStore, InvalidOptionError } from "../../entry/index.js";
+import { sqsHandler } from "../../entry/lambda.js";
+import { parkChanges, queueUrlOf } from "../../handlers/sqs-parks.js";
+import { FIFO_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
+import { caught } from "../support/caught.js";
+import { envelopeBody } from "../support/envelopes.js";
+import { type VisibilityServer, startVisibilityServer } from "../support/sqs-visibility-server.js";
+
+let server: VisibilityServer;
+let client: SQSClient;
+
+beforeAll(async () => {
+  server = await startVisibilityServer();
+  client = new SQSClient({
+    endpoint: server.endpoint,
+    region: "us-east-1",
+    credentials: { accessKeyId: "test", secretAccessKey: "test" },
+    useQueueUrlAsEndpoint: false,
+    maxAttempts: 1,
+  });
+});
+afterAll(async () => {
+  client.destroy();
+  await server.close();
+});
+
+const event = (ids: string[]): SQSEvent => ({ Records: ids.map((id) => sqsRecord(envelopeBody(id))) });
+
+describe("parks come back when the lease ends", () => {
+  it("a parked record's visibility becomes the lease's remaining time + 1 s; the response still reports it", async () => {
+    const store = new InMemoryStore();
+    const held = await store.claim("held", 30_000);
+    expect(held.status).toBe("claimed");
+    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: { client } });
+    const before = server.requests.length;
+    const batch = event(["held", "free"]);
+    const response = await handler(batch, lambdaContext());
+    const parked = batch.Records[0] as SQSEvent["Records"][number];
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: parked.messageId }]);
+    const sent = server.requests.slice(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]?.queueUrl).toBe("https://sqs.us-east-1.amazonaws.com/123456789012/orders");
+    expect(sent[0]?.entries).toHaveLength(1);
+    expect(sent[0]?.entries[0]?.ReceiptHandle).toBe(parked.receiptHandle);
+    // 30 s lease, a few ms gone: ceil(≈29.99) + 1.
+    expect(sent[0]?.entries[0]?.VisibilityTimeout).toBe(31);
+  });
+
+  it("12 parks: two requests (10 + 2), marginSeconds honoured, ids unique per request", async () => {
+    const store = new InMemoryStore();
+    const ids = Array.from({ length: 12 }, (_, i) => `p-${i}`);
+    for (const id of ids) await store.claim(id, 5_000);
+    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: { client, marginSeconds: 0 } });
+    const before = server.requests.length;
+    const response = await handler(event(ids), lambdaContext());
+    expect(response.batchItemFailures).toHaveLength(12);
+    const sent = server.requests.slice(before);
+    expect(sent.map((request) => request.entries.length).sort()).toEqual([10, 2].sort());
+    for (const request of sent) {
+      expect(new Set(request.entries.map((entry) => entry.Id)).size).toBe(request.entries.length);
+      for (const entry of request.entries) expect(entry.VisibilityTimeout).toBe(5);
+    }
+  });
+
+  it("no request when nothing parks: acknowledged, failed and invalid records keep the queue's visibility", async () => {
+    const store = new InMemoryStore();
+    const handler = sqsHandler({
+      store,
+      handle: (_m, ctx) => {
+        if (ctx.key === "boom") throw new Error("handler failed");
+      },
+      logger: false,
+      parks: { client },
+    });
+    const before = server.requests.length;
+    const response = await handler({ Records: [sqsRecord(envelopeBody("ok")), sqsRecord(envelopeBody("boom")), sqsRecord("not json")] }, lambdaContext());
+    expect(response.batchItemFailures).toHaveLength(2);
+    expect(server.requests.length).toBe(before);
+  });
+
+  it("a refused change is logged (never the receipt handle) and changes nothing else", async () => {
+    const store = new InMemoryStore();
+    await store.claim("refused", 10_000);
+    const batch = event(["refused"]);
+    const record = batch.Records[0] as SQSEvent["Records"][number];
+    server.refuse.add(record.receiptHandle);
+    const warnings: unknown[][] = [];
+    const logger = { info: () => undefined, warn: (...args: unknown[]) => void warnings.push(args), error: () => undefined };
+    const handler = sqsHandler({ store, handle: () => undefined, logger, parks: { client } });
+    const response = await handler(batch, lambdaContext());
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
+    const parkWarnings = warnings.filter(([message]) => String(message).startsWith("parks:"));
+    expect(parkWarnings).toHaveLength(1);
+    expect(parkWarnings[0]?.[1]).toMatchObject({ failed: 1, changed: 0, queue: "orders" });
+    expect(JSON.stringify(parkWarnings)).not.toContain(record.receiptHandle);
+  });
+
+  it("SQS unreachable: the batch answers as without parks", async () => {
+    const down = new SQSClient({ endpoint: "http://127.0.0.1:9", region: "us-east-1", credentials: { accessKeyId: "t", secretAccessKey: "t" }, useQueueUrlAsEndpoint: false, maxAttempts: 1 });
+    const store = new InMemoryStore();
+    await store.claim("down", 10_000);
+    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: { client: down } });
+    const batch = event(["down", "up"]);
+    const response = await handler(batch, lambdaContext());
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: (batch.Records[0] as SQSEvent["Records"][number]).messageId }]);
+    down.destroy();
+  });
+
+  it("the option is checked when the handler is built", () => {
+    const store = new InMemoryStore();
+    const handle = () => undefined;
+    expect((caught(() => sqsHandler({ store, handle, parks: {} as never })) as InvalidOptionError).option).toBe("parks.client");
+    expect((caught(() => sqsHandler({ store, handle, parks: { client, marginSeconds: -1 } })) as InvalidOptionError).option).toBe("parks.marginSeconds");
+    expect((caught(() => sqsHandler({ store, handle, parks: { client, margin: 1 } as never })) as InvalidOptionError).option).toBe("margin");
+    expect(() => sqsHandler({ store, handle, parks: false })).not.toThrow();
+    expect(caught(() => sqsHandler({ store, handle, parks: { client, marginSeconds: 61 } }))).toBeInstanceOf(InvalidOptionError);
+  });
+});
+
+describe("parkChanges and queueUrlOf", () => {
+  const record = (arn = "arn:aws:sqs:eu-west-1:123456789012:jobs") => sqsRecord(envelopeBody("x"), { arn });
+
+  it("queue URLs from ARNs: aws, aws-cn, FIFO; anything else has none", () => {
+    expect(queueUrlOf("arn:aws:sqs:eu-west-1:123456789012:jobs")).toBe("https://sqs.eu-west-1.amazonaws.com/123456789012/jobs");
+    expect(queueUrlOf("arn:aws-cn:sqs:cn-north-1:123456789012:jobs")).toBe("https://sqs.cn-north-1.amazonaws.com.cn/123456789012/jobs");
+    expect(queueUrlOf(FIFO_QUEUE_ARN)).toBe("https://sqs.us-east-1.amazonaws.com/123456789012/orders.fifo");
+    for (const bad of [undefined, 1, "", "arn:aws:sns:us-east-1:123456789012:t", "arn:aws:sqs:us-east-1:12:x"]) expect(queueUrlOf(bad)).toBeUndefined();
+  });
+
+  it("only parks with a lease: in-flight, not acked, retryAfterMs > 0; capped at 12 hours", () => {
+    const r = record();
+    const park = (retryAfterMs: number) => ({ status: "in-flight" as const, ack: false, dedupe: "claim" as const, handlerRan: false, retryAfterMs });
+    expect(parkChanges([r], [park(1_500)], 1)).toEqual([{ queueUrl: "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", messageId: r.messageId, receiptHandle: r.receiptHandle, seconds: 3 }]);
+    expect(parkChanges([r], [park(0)], 1)).toEqual([]);
+    expect(parkChanges([r], [{ ...park(1_000), ack: true }], 1)).toEqual([]);
+    expect(parkChanges([r], [{ status: "failed", ack: false, dedupe: "claim", handlerRan: true }], 1)).toEqual([]);
+    expect(parkChanges([r], [undefined], 1)).toEqual([]);
+    expect(parkChanges([r], [park(100 * 3_600_000)], 1)[0]?.seconds).toBe(43_200);
+    expect(parkChanges([record("not an arn")], [park(1_000)], 1)).toEqual([]);
+  });
+});
