@@ -13,7 +13,8 @@
  *             (credentials: the AWS SDK's default chain, never a flag)
  *   upstash:  --url URL [UPSTASH_REDIS_REST_URL] --token T [UPSTASH_REDIS_REST_TOKEN; prefer the variable]
  *   redis:    --url redis://… [REDIS_URL]   (ioredis)        --prefix P (default "bq:")
- *   postgres: --url postgres://… [DATABASE_URL]   (pg)       --table T (default: the store's)
+ *   postgres: --url postgres://… [DATABASE_URL]   (pg)       --table T (default: the layout's)
+ *             --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT; default the first]
  *
  * What this is *not*: a place that prints a credential. `secrets` lists every value that must
  * never appear in output (tokens, URL passwords); the CLI redacts them from every message.
@@ -39,7 +40,11 @@ export type StoreConfig =
   | { readonly kind: "dynamodb"; readonly namespace: string; readonly table: string; readonly endpoint?: string; readonly region?: string; readonly keyAttribute?: string }
   | { readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string }
   | { readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string }
-  | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string };
+  | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string; readonly layout?: PostgresLayoutName };
+
+/** The table layouts of the Postgres store (its `layout` option). */
+export const POSTGRES_LAYOUT_NAMES = ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"] as const;
+export type PostgresLayoutName = (typeof POSTGRES_LAYOUT_NAMES)[number];
 
 /** A mistake in the command line: printed with the usage, exit code 2. */
 export class UsageError extends Error {
@@ -61,6 +66,8 @@ store (flags, or the environment in brackets):
   upstash   --url URL [UPSTASH_REDIS_REST_URL]  token: [UPSTASH_REDIS_REST_TOKEN] (or --token)
   redis     --url redis://… [REDIS_URL]  --prefix P     (needs ioredis)
   postgres  --url postgres://… [DATABASE_URL]  --table T (needs pg)
+            --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT]
+            (the BabelQueue PHP / Go SDK's table: ids are meta.id itself, no --namespace)
 
 forget drops an id whatever its state, so its next delivery runs the effect again. With more than
 one id it only shows what it would do unless --yes is given; an id that is in flight right now
@@ -89,6 +96,7 @@ function inferKind(flags: Record<string, string | boolean | undefined>, env: Env
     if (!(STORE_KINDS as readonly string[]).includes(explicit)) throw new UsageError(`--store must be one of ${STORE_KINDS.join(", ")}`);
     return explicit as StoreKind;
   }
+  if (flags.layout !== undefined) return "postgres"; // only the postgres store has layouts
   if (pick(flags.table as string | undefined, env.BQ_TABLE, env.IDEMPOTENCY_TABLE) !== undefined && flags.url === undefined) return "dynamodb";
   const url = flags.url as string | undefined;
   if (url !== undefined) {
@@ -107,6 +115,7 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
   if (kind === undefined) throw new UsageError("which store? give --store (or --table, --url, or the environment variables below)");
   const namespace = pick(flags.namespace as string | undefined, env.BQ_NAMESPACE) ?? "";
   const flag = (name: string) => flags[name] as string | undefined;
+  if (kind !== "postgres" && flag("layout") !== undefined) throw new UsageError("--layout is an option of the postgres store only");
   switch (kind) {
     case "dynamodb": {
       const table = pick(flag("table"), env.BQ_TABLE, env.IDEMPOTENCY_TABLE);
@@ -143,7 +152,12 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
       const url = pick(flag("url"), env.DATABASE_URL);
       if (url === undefined) throw new UsageError("postgres needs --url postgres://… (or DATABASE_URL)");
       const table = flag("table");
-      return { store: { kind, namespace, url, ...(table === undefined ? {} : { table }) }, secrets: [...urlSecrets(url), ...[env.PGPASSWORD].filter((s): s is string => typeof s === "string" && s !== "")] };
+      const layout = pick(flag("layout"), env.BQ_LAYOUT);
+      if (layout !== undefined && !(POSTGRES_LAYOUT_NAMES as readonly string[]).includes(layout)) {
+        throw new UsageError(`--layout must be one of ${POSTGRES_LAYOUT_NAMES.join(", ")}`);
+      }
+      const layoutPart = layout === undefined ? {} : { layout: layout as PostgresLayoutName };
+      return { store: { kind, namespace, url, ...(table === undefined ? {} : { table }), ...layoutPart }, secrets: [...urlSecrets(url), ...[env.PGPASSWORD].filter((s): s is string => typeof s === "string" && s !== "")] };
     }
   }
 }
@@ -166,6 +180,7 @@ export function parseCommandLine(argv: readonly string[], env: Env): CliConfig {
         url: { type: "string" },
         token: { type: "string" },
         prefix: { type: "string" },
+        layout: { type: "string" },
         json: { type: "boolean" },
         yes: { type: "boolean", short: "y" },
         "dry-run": { type: "boolean" },
