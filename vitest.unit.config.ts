@@ -24,6 +24,7 @@ const BACKEND_FREE = [
   "test/handlers/bad-input.test.ts",
   "test/package/unknown-options.test.ts",
   "test/package/public-surface.test.ts",
+  "test/stores/postgres/pool-listeners.test.ts",
 ];
 
 export default defineConfig({

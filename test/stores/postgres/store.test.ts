@@ -16,6 +16,7 @@ const url = inject("postgresUrl");
 const pool = new pg.Pool({ connectionString: url, max: 30 });
 pool.on("error", () => {}); // an idle connection killed by a test (pg asks every pool user for this listener)
 const single = new pg.Client({ connectionString: url });
+single.on("error", () => {}); // a connection the server drops must not end the test process
 
 beforeAll(async () => {
   await single.connect();
@@ -166,6 +167,7 @@ describe("PostgresStore on PostgreSQL", () => {
     expect(String((failure as Error).message)).toMatch(/PostgresStore\.claim failed: table "missing_table" does not exist: create it with createIdempotencyTable\(.*\(42P01\)$/);
     expect(String((failure as Error).message)).not.toContain("secret-id");
     const down = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:1/postgres", connectionTimeoutMillis: 500 });
+    down.on("error", () => {});
     await expect(new PostgresStore({ pool: down }).seen("x")).rejects.toBeInstanceOf(StoreUnavailableError);
     await down.end();
   });
