@@ -8,6 +8,7 @@
  */
 export {
   type CreateIdempotencyTableOptions,
+  POSTGRES_MAX_IDS_PER_STATEMENT,
   POSTGRES_MAX_KEY_BYTES,
   type PgPoolLike,
   type PgPooledClient,

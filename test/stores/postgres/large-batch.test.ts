@@ -8,8 +8,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { BatchEngine } from "../../../src/engine/index.js";
-import { PostgresStore, createIdempotencyTable } from "../../../entry/postgres.js";
-import { POSTGRES_MAX_IDS_PER_STATEMENT } from "../../../stores/postgres/store.js";
+import { POSTGRES_MAX_IDS_PER_STATEMENT, PostgresStore, createIdempotencyTable } from "../../../entry/postgres.js";
 import { countingPool } from "./support.js";
 
 const pool = new pg.Pool({ connectionString: inject("postgresUrl"), max: 10 });
