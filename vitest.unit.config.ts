@@ -27,6 +27,7 @@ const BACKEND_FREE = [
   "test/package/public-surface.test.ts",
   "test/docs/doc-comments.test.ts",
   "test/docs/examples.test.ts",
+  "test/stores/postgres/pool-listeners.test.ts",
 ];
 
 export default defineConfig({

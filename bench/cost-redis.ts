@@ -29,7 +29,7 @@ try {
     upstash: { url: bridge.url, token },
     nodeRedis: async () => powertools as unknown as CacheClient,
     redisCommandCalls: async () => parseCommandStats(await admin.info("commandstats")),
-  }, undefined, process.argv.includes("--layouts") ? ["own", "babelqueue-php", "babelqueue-go"] : ["own"]);
+  }, undefined, process.argv.includes("--layouts") ? ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"] : ["babelqueue-serverless"]);
   for (const workload of ["new-10", "dup-10", "storm"] as const) {
     const [ours, theirs] = ["ours", "Powertools"].map((kit) => figures.find((f) => f.workload === workload && f.kit === kit));
     for (const figure of figures.filter((f) => f.workload === workload)) {

@@ -173,7 +173,7 @@ export type RedisCostBackends = Pick<Backends, "bridge" | "upstash" | "nodeRedis
 export async function measureRedisCosts(
   backends: RedisCostBackends,
   workloads: CostWorkload[] = costWorkloads(newIds),
-  layouts: readonly RedisLayoutName[] = ["own"],
+  layouts: readonly RedisLayoutName[] = ["babelqueue-serverless"],
 ): Promise<CostFigure[]> {
   const figures: CostFigure[] = [];
   const bridge = backends.bridge;
@@ -185,13 +185,13 @@ export async function measureRedisCosts(
     reset: () => bridge.reset(),
   };
   const where = (layout: RedisLayoutName) =>
-    layout === "own" ? { namespace: "cost" } : { layout, prefix: layout === "babelqueue-php" ? "bq:idem:cost:" : "bq:idemp:cost:" };
+    layout === "babelqueue-serverless" ? { namespace: "cost" } : { layout, prefix: layout === "babelqueue-php" ? "bq:idem:cost:" : "bq:idemp:cost:" };
   const redisKits = [
     ...layouts.map((layout) =>
       redisKit(
         oursKit(
-          layout === "own" ? "ours" : `ours, ${layout}`,
-          `sqsHandler + UpstashRedisStore (REST${layout === "own" ? "" : `, layout "${layout}"`})`,
+          layout === "babelqueue-serverless" ? "ours" : `ours, ${layout}`,
+          `sqsHandler + UpstashRedisStore (REST${layout === "babelqueue-serverless" ? "" : `, layout "${layout}"`})`,
           new UpstashRedisStore({ url: backends.upstash.url, token: backends.upstash.token, ...where(layout) }),
           bridgeRequests,
         ),

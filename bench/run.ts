@@ -33,6 +33,11 @@ import { measureCosts } from "./cost-runs.js";
 import { measureDurableObjectCosts } from "./cost-do.js";
 import { PRICES_CHECKED } from "./prices.js";
 import { type FleetResults, measureFleet } from "./fleet/fleet.js";
+import { guardSpawnedChildren } from "../scripts/child-guard.mjs";
+
+// Every backend this run starts stops with it, however it ends (scripts/child-guard.mjs): the ones
+// spawned here are guarded where they are spawned; Miniflare's workerd is guarded from here.
+guardSpawnedChildren({ names: ["workerd"] });
 
 function knob(name: string, fallback: number): number {
   const raw = process.env[name];

@@ -45,8 +45,9 @@ export function redact(text: string, secrets: readonly string[]): string {
   return result.replace(/([a-z][a-z0-9+.-]*:\/\/)[^\s/@:]*:[^\s/@]*@/gi, "$1***@");
 }
 
-/** 850ms, 42s, 3m 5s, 2h 10m, 3d 23h. */
+/** 850ms, 42s, 3m 5s, 2h 10m, 3d 23h; "forever" for a record that never expires (JSON output: null). */
 export function formatDuration(ms: number): string {
+  if (ms === Number.POSITIVE_INFINITY) return "forever";
   if (!Number.isFinite(ms) || ms < 0) return "-";
   if (ms < 1000) return `${Math.round(ms)}ms`;
   let seconds = Math.floor(ms / 1000);

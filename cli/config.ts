@@ -13,9 +13,10 @@
  *             (credentials: the AWS SDK's default chain, never a flag)
  *   upstash:  --url URL [UPSTASH_REDIS_REST_URL] --token T [UPSTASH_REDIS_REST_TOKEN; prefer the variable]
  *   redis:    --url redis://… [REDIS_URL]   (ioredis)        --prefix P (default "bq:")
- *   upstash and redis: --layout own|babelqueue-php|babelqueue-go [BQ_LAYOUT] — the store's `layout`;
- *             a BabelQueue layout takes no namespace (its --prefix defaults to the SDK's)
- *   postgres: --url postgres://… [DATABASE_URL]   (pg)       --table T (default: the store's)
+ *   upstash and redis: --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT] — the store's
+ *             `layout`; a BabelQueue layout takes no namespace (its --prefix defaults to the SDK's)
+ *   postgres: --url postgres://… [DATABASE_URL]   (pg)       --table T (default: the layout's)
+ *             --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT; default the first]
  *
  * What this is *not*: a place that prints a credential. `secrets` lists every value that must
  * never appear in output (tokens, URL passwords); the CLI redacts them from every message.
@@ -25,7 +26,7 @@ import type { RedisLayoutName } from "../stores/redis/layouts.js";
 
 export type StoreKind = "dynamodb" | "upstash" | "redis" | "postgres";
 export const STORE_KINDS: readonly StoreKind[] = ["dynamodb", "upstash", "redis", "postgres"];
-const REDIS_LAYOUTS: readonly RedisLayoutName[] = ["own", "babelqueue-php", "babelqueue-go"];
+const REDIS_LAYOUTS: readonly RedisLayoutName[] = ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"];
 
 export interface CliConfig {
   readonly command: "inspect" | "forget" | "help";
@@ -43,7 +44,11 @@ export type StoreConfig =
   | { readonly kind: "dynamodb"; readonly namespace: string; readonly table: string; readonly endpoint?: string; readonly region?: string; readonly keyAttribute?: string }
   | { readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string; readonly layout?: RedisLayoutName }
   | { readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string; readonly layout?: RedisLayoutName }
-  | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string };
+  | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string; readonly layout?: PostgresLayoutName };
+
+/** The table layouts of the Postgres store (its `layout` option). */
+export const POSTGRES_LAYOUT_NAMES = ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"] as const;
+export type PostgresLayoutName = (typeof POSTGRES_LAYOUT_NAMES)[number];
 
 /** A mistake in the command line: printed with the usage, exit code 2. */
 export class UsageError extends Error {
@@ -64,9 +69,11 @@ store (flags, or the environment in brackets):
             --region R [AWS_REGION]  --key-attribute A   (credentials: the AWS SDK's default chain)
   upstash   --url URL [UPSTASH_REDIS_REST_URL]  token: [UPSTASH_REDIS_REST_TOKEN] (or --token)
   redis     --url redis://… [REDIS_URL]  --prefix P     (needs ioredis)
-  upstash, redis: --layout own|babelqueue-php|babelqueue-go [BQ_LAYOUT]  (the records of BabelQueue's
+  upstash, redis: --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT]  (the records of BabelQueue's
             PHP or Go SDK: no --namespace; --prefix defaults to the SDK's, bq:idem: or bq:idemp:)
   postgres  --url postgres://… [DATABASE_URL]  --table T (needs pg)
+            --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT]
+            (the BabelQueue PHP / Go SDK's table: ids are meta.id itself, no --namespace)
 
 forget drops an id whatever its state, so its next delivery runs the effect again. With more than
 one id it only shows what it would do unless --yes is given; an id that is in flight right now
@@ -95,7 +102,9 @@ function inferKind(flags: Record<string, string | boolean | undefined>, env: Env
     if (!(STORE_KINDS as readonly string[]).includes(explicit)) throw new UsageError(`--store must be one of ${STORE_KINDS.join(", ")}`);
     return explicit as StoreKind;
   }
-  if (pick(flags.table as string | undefined, env.BQ_TABLE, env.IDEMPOTENCY_TABLE) !== undefined && flags.url === undefined) return "dynamodb";
+  // A layout names a Redis or PostgreSQL store (DynamoDB has none): --table then means a SQL table.
+  const layout = pick(flags.layout as string | undefined, env.BQ_LAYOUT) !== undefined;
+  if (!layout && pick(flags.table as string | undefined, env.BQ_TABLE, env.IDEMPOTENCY_TABLE) !== undefined && flags.url === undefined) return "dynamodb";
   const url = flags.url as string | undefined;
   if (url !== undefined) {
     if (/^rediss?:\/\//.test(url)) return "redis";
@@ -113,7 +122,7 @@ function redisLayout(flag: string | undefined, env: Env, namespace: string): Red
   const layout = pick(flag, env.BQ_LAYOUT);
   if (layout === undefined) return undefined;
   if (!(REDIS_LAYOUTS as readonly string[]).includes(layout)) throw new UsageError(`--layout must be one of ${REDIS_LAYOUTS.join(", ")}`);
-  if (layout !== "own" && namespace !== "") {
+  if (layout !== "babelqueue-serverless" && namespace !== "") {
     throw new UsageError(`--layout ${layout} keys ids as the BabelQueue SDK does, <prefix><id>: give --prefix, not --namespace (or BQ_NAMESPACE)`);
   }
   return layout as RedisLayoutName;
@@ -124,6 +133,7 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
   if (kind === undefined) throw new UsageError("which store? give --store (or --table, --url, or the environment variables below)");
   const namespace = pick(flags.namespace as string | undefined, env.BQ_NAMESPACE) ?? "";
   const flag = (name: string) => flags[name] as string | undefined;
+  if (kind === "dynamodb" && pick(flag("layout")) !== undefined) throw new UsageError("--layout is an option of the redis, upstash and postgres stores");
   switch (kind) {
     case "dynamodb": {
       const table = pick(flag("table"), env.BQ_TABLE, env.IDEMPOTENCY_TABLE);
@@ -165,7 +175,12 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
       const url = pick(flag("url"), env.DATABASE_URL);
       if (url === undefined) throw new UsageError("postgres needs --url postgres://… (or DATABASE_URL)");
       const table = flag("table");
-      return { store: { kind, namespace, url, ...(table === undefined ? {} : { table }) }, secrets: [...urlSecrets(url), ...[env.PGPASSWORD].filter((s): s is string => typeof s === "string" && s !== "")] };
+      const layout = pick(flag("layout"), env.BQ_LAYOUT);
+      if (layout !== undefined && !(POSTGRES_LAYOUT_NAMES as readonly string[]).includes(layout)) {
+        throw new UsageError(`--layout must be one of ${POSTGRES_LAYOUT_NAMES.join(", ")}`);
+      }
+      const layoutPart = layout === undefined ? {} : { layout: layout as PostgresLayoutName };
+      return { store: { kind, namespace, url, ...(table === undefined ? {} : { table }), ...layoutPart }, secrets: [...urlSecrets(url), ...[env.PGPASSWORD].filter((s): s is string => typeof s === "string" && s !== "")] };
     }
   }
 }

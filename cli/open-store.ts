@@ -47,7 +47,7 @@ const ns = (namespace: string) => `namespace ${JSON.stringify(namespace)}`;
 
 /** Where a Redis store's records are: its namespace, or in a BabelQueue layout the layout and its prefix. */
 const redisWhere = (store: { layout: string; namespace: string; prefix: string }) =>
-  store.layout === "own" ? ns(store.namespace) : `layout ${store.layout}, prefix ${JSON.stringify(store.prefix)}`;
+  store.layout === "babelqueue-serverless" ? ns(store.namespace) : `layout ${store.layout}, prefix ${JSON.stringify(store.prefix)}`;
 
 export async function openStore(config: StoreConfig): Promise<OpenedStore> {
   switch (config.kind) {
@@ -107,8 +107,14 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
       const pg = await load("postgres", "pg", () => import("pg"));
       const { PostgresStore } = await import("../stores/postgres/store.js");
       const pool = new pg.default.Pool({ connectionString: config.url, max: 4, connectionTimeoutMillis: 5_000 });
+      // An idle connection the server drops (a restart, a failover) emits "error" on the pool; unheard, it ends the process.
       pool.on("error", () => undefined);
-      const store = new PostgresStore({ pool, namespace: config.namespace, ...(config.table === undefined ? {} : { table: config.table }) });
+      const store = new PostgresStore({
+        pool,
+        namespace: config.namespace,
+        ...(config.table === undefined ? {} : { table: config.table }),
+        ...(config.layout === undefined ? {} : { layout: config.layout }),
+      });
       const database = (() => {
         try {
           return new URL(config.url).pathname.replace(/^\//, "");
@@ -118,7 +124,7 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
       })();
       return {
         store,
-        label: `postgres ${hostOf(config.url)}/${database}${config.table === undefined ? "" : ` table ${config.table}`}, ${ns(config.namespace)}`,
+        label: `postgres ${hostOf(config.url)}/${database} table ${store.table}${store.layout === "babelqueue-serverless" ? "" : ` (layout ${store.layout})`}, ${ns(config.namespace)}`,
         close: () => pool.end(),
       };
     }

@@ -7,6 +7,11 @@ import { existsSync } from "node:fs";
 import { BatchEngine, InMemoryStore } from "../entry/index.js";
 import { type DemoReport, formatReports, passed } from "./demo-report.js";
 import { runStorm } from "./storm.js";
+import { guardSpawnedChildren } from "./child-guard.mjs";
+
+// The demo's backends stop with it, however it ends (scripts/child-guard.mjs): DynamoDB Local is
+// guarded where it is spawned; Miniflare's workerd from here.
+guardSpawnedChildren({ names: ["workerd"] });
 
 async function engineOnMemory(): Promise<DemoReport> {
   return runStorm({ scenario: "batch engine + InMemoryStore" }, (tools) => {

@@ -12,11 +12,12 @@
  * What this is *not*: a DynamoDB for production, or a fallback when Java is missing (the demo uses
  * dynalite then; the tests require Java, which `.ci/run` checks).
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { createServer, connect } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { spawnGuarded } from "./child-guard.mjs";
 
 const PACKAGE = "amplify-dynamodb-simulator@2.9.30";
 const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -118,7 +119,8 @@ export function onEveryRequest(client, onRequest) {
 export async function startDynamoDBLocal({ timeoutMs = 30_000 } = {}) {
   const dir = ensureDynamoDBLocal();
   const port = await freePort();
-  const child = spawn(
+  // Guarded: the JVM stops when this process ends, however it ends (scripts/child-guard.mjs).
+  const child = spawnGuarded(
     "java",
     [
       "-Xmx256m",
@@ -129,7 +131,7 @@ export async function startDynamoDBLocal({ timeoutMs = 30_000 } = {}) {
       "-port",
       String(port),
     ],
-    { cwd: dir, stdio: ["ignore", "ignore", "pipe"] },
+    { cwd: dir, stdio: ["ignore", "ignore", "pipe"], guard: { graceMs: 3000 } },
   );
   let stderr = "";
   child.stderr.on("data", (chunk) => {

@@ -22,8 +22,15 @@
  */
 import { InvalidOptionError } from "../../src/errors.js";
 
-/** The default table name. */
-export const DEFAULT_POSTGRES_TABLE = "babelqueue_idempotency";
+/**
+ * The default table of this package's own layout. Until 0.2 it was "babelqueue_idempotency" — the
+ * BabelQueue Go SDK's table name, with another schema; a table created under that name keeps working
+ * with `table: "babelqueue_idempotency"`, or is renamed (docs: "Joining a BabelQueue fleet on PostgreSQL").
+ */
+export const DEFAULT_POSTGRES_TABLE = "babelqueue_serverless_idempotency";
+
+/** The table this package's own layout used by default before 0.2 (now the BabelQueue Go SDK's default). */
+export const FORMER_DEFAULT_POSTGRES_TABLE = "babelqueue_idempotency";
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
@@ -36,11 +43,8 @@ export function quoteTableName(table: string): { quoted: string; bare: string } 
   return { quoted: parts.map((part) => `"${part}"`).join("."), bare: parts[parts.length - 1] as string };
 }
 
-/**
- * The DDL of the idempotency table (idempotent: `IF NOT EXISTS`). Run it once per database — from
- * your migrations (copy the text) or with `createIdempotencyTable(client)`.
- */
-export function idempotencyTableSql(table: string = DEFAULT_POSTGRES_TABLE): string {
+/** The DDL of this package's own layout (idempotent: `IF NOT EXISTS`). The public form is `idempotencyTableSql` (layouts.ts). */
+export function idempotencyTableSqlOwn(table: string = DEFAULT_POSTGRES_TABLE): string {
   const { quoted, bare } = quoteTableName(table);
   return `CREATE TABLE IF NOT EXISTS ${quoted} (
   key text COLLATE "C" PRIMARY KEY,

@@ -2,12 +2,19 @@
  * `PostgresStore`: a `ClaimingStore` and `TransactionalStore` on one PostgreSQL table
  * (export `babelqueue-serverless/postgres`), over `pg` or any client with `query(text, values)`.
  *
+ * Layouts (layouts.ts): this package's own table (the default; sql.ts), or the table of a BabelQueue
+ * SDK the store shares with a PHP or Go fleet (`layout: "babelqueue-php"`, sql-php.ts;
+ * `"babelqueue-go"`, sql-go.ts). Every statement below has one form per layout, with the same
+ * parameters and the same answer, so this file never asks which layout it runs.
+ *
  * Contract (the store contract of docs/ARCHITECTURE.md, the same as every store), table and statements in sql.ts:
  *   - `claim` / `claimMany`: ONE `INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING` for the
  *     whole batch; it answers claimed / done / in-flight (+ the lease's remaining ms and the stored
  *     fingerprint). Only when a concurrent writer committed the blocking row after the statement
  *     began (its snapshot cannot see it) is a second, read-only statement made for those keys.
  *   - `remember(Many)`, `release(Many)`, `seen(Many)` / `recallMany`: ONE statement per batch.
+ *   - a batch step of more than `POSTGRES_MAX_IDS_PER_STATEMENT` (10,000) ids is sent as one
+ *     statement per 10,000, one after another.
  *   - lease and retention are decided by the DATABASE's clock (`clock_timestamp()`), never the caller's.
  *   - keys are `{namespace}:{id}` (`storeKey`); ids longer than 1024 bytes, starting with `#`, with a
  *     lone surrogate or with NUL (which `text` cannot hold) are hashed to `#` + SHA-256.
@@ -35,11 +42,23 @@ import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { isRetryable, sqlState, unavailable } from "./errors.js";
-import { DEFAULT_POSTGRES_TABLE, type PostgresStatements, idempotencyTableSql, postgresStatements } from "./sql.js";
+import { DEFAULT_POSTGRES_TABLES, type PostgresLayout, checkLayout, isSdkLayout, layoutStatements, layoutTableSql, sdkRowKey } from "./layouts.js";
+import type { PostgresStatements } from "./sql.js";
+import { FORMER_DEFAULT_POSTGRES_TABLE } from "./sql.js";
+import { SHAPE_SQLSTATES, diagnoseTable, explainShape, tableShape } from "./table-shape.js";
 
 
 /** Longest key the store writes, namespace included (UTF-8 bytes); btree entries must stay well under 2.7 KB. */
 export const POSTGRES_MAX_KEY_BYTES = 1024;
+
+/**
+ * Ids per statement of a batch step. A whole SQS batch (10,000 records with a batching window) is
+ * one statement — its ids travel as one `text[]` parameter, so no parameter-count cap applies, and
+ * PostgreSQL takes a parameter of up to 1 GB. A larger step is split into statements of this many,
+ * sent one after another, so that no single statement holds its rows' locks, or the server's
+ * memory, for a 100,000-id step (measured: ~7 s for 100,000 claims in one statement here).
+ */
+export const POSTGRES_MAX_IDS_PER_STATEMENT = 10_000;
 const STORE_NAME = "PostgresStore";
 
 /** What the store reads from a query's answer (a `pg` QueryResult has it). */
@@ -76,9 +95,22 @@ export interface PostgresStoreOptions<Tx extends PgQueryable = PgQueryable> exte
    * turns on it, so inside `transact`'s work use `tx`, never the store. Give this or `pool`.
    */
   client?: Tx;
-  /** The table (`name` or `schema.name`), created with `createIdempotencyTable`. Default "babelqueue_idempotency". */
+  /**
+   * Whose rows the store reads and writes. Default `"babelqueue-serverless"`, this package's own table.
+   * `"babelqueue-php"` / `"babelqueue-go"`: the table of BabelQueue's PHP SDK (`PdoStore`) or Go SDK
+   * (`idempotency-postgres`), shared with that fleet — an id either side committed is done for both.
+   * In these layouts `namespace` must stay "" (the SDKs separate consumers by table), the PHP layout
+   * keeps seen ids forever (no `retentionMs`, or `Infinity`), and the Go layout takes
+   * `retentionMs: Infinity` for the Go SDK's default (rows that never expire).
+   */
+  layout?: PostgresLayout;
+  /**
+   * The table (`name` or `schema.name`), created with `createIdempotencyTable`. Default: the layout's
+   * (`DEFAULT_POSTGRES_TABLES`): "babelqueue_serverless_idempotency", "bq_idempotency" (PHP) or
+   * "babelqueue_idempotency" (Go).
+   */
   table?: string;
-  /** Key prefix separating consumers that must each run their effect once. Default "". */
+  /** Key prefix separating consumers that must each run their effect once. Default "". Only "" in a BabelQueue layout. */
   namespace?: string;
   /** Isolation level of `transact`'s transactions. Default: the server's (READ COMMITTED unless configured). */
   isolation?: PostgresIsolation;
@@ -90,27 +122,51 @@ export interface PostgresStoreOptions<Tx extends PgQueryable = PgQueryable> exte
 
 /** Options of `createIdempotencyTable`. */
 export interface CreateIdempotencyTableOptions {
-  /** The table (`name` or `schema.name`). Default "babelqueue_idempotency". */
+  /** The layout whose table(s) to create. Default `"babelqueue-serverless"`. */
+  layout?: PostgresLayout;
+  /** The table (`name` or `schema.name`). Default: the layout's (`DEFAULT_POSTGRES_TABLES`). */
   table?: string;
 }
 
+const CREATE_OPTION_KEYS = optionKeys<CreateIdempotencyTableOptions>({ layout: true, table: true });
+
 /**
- * Runs the table's DDL (`idempotencyTableSql`) on a client or pool. Idempotent.
+ * Creates a layout's table(s) (`idempotencyTableSql`) on a client or pool. Idempotent. It reads the
+ * table first and writes no DDL — throwing `InvalidOptionError` naming the fix — when the table is
+ * of another layout (e.g. the BabelQueue Go SDK's `babelqueue_idempotency` under this package's own
+ * layout), or when this package's former default table `babelqueue_idempotency` holds this layout's
+ * rows and the new default does not exist yet (rename it; creating an empty table would forget
+ * every id it remembers).
  *
  * @example
  * ```ts
  * import pg from "pg";
  * import { createIdempotencyTable } from "babelqueue-serverless/postgres";
  *
- * await createIdempotencyTable(new pg.Pool(), { table: "babelqueue_idempotency" });
+ * const pool = new pg.Pool();
+ * pool.on("error", () => {}); // an idle connection the server dropped (restart, failover) must not end the process
+ * await createIdempotencyTable(pool); // this package's own table
+ * await createIdempotencyTable(pool, { layout: "babelqueue-go" }); // beside a Go fleet's babelqueue_idempotency
  * ```
  */
 export async function createIdempotencyTable(client: PgQueryable, options?: CreateIdempotencyTableOptions): Promise<void>;
 /** @deprecated Pass `{ table }` instead of the table's name. Removed in 0.3.0. */
 export async function createIdempotencyTable(client: PgQueryable, table: string): Promise<void>;
 export async function createIdempotencyTable(client: PgQueryable, options: CreateIdempotencyTableOptions | string = {}): Promise<void> {
-  const table = typeof options === "string" ? options : (options.table ?? DEFAULT_POSTGRES_TABLE);
-  await client.query(idempotencyTableSql(table));
+  const given = typeof options === "string" ? { table: options } : options;
+  checkOptions(given, CREATE_OPTION_KEYS, "createIdempotencyTable");
+  const layout = checkLayout(given.layout);
+  const table = given.table ?? DEFAULT_POSTGRES_TABLES[layout];
+  const ddl = layoutTableSql(layout, table); // checks the name before anything is read
+  const shape = await tableShape(client, table);
+  if (shape.kind === "missing" && layout === "babelqueue-serverless" && table === DEFAULT_POSTGRES_TABLES[layout]) {
+    const former = await tableShape(client, FORMER_DEFAULT_POSTGRES_TABLE);
+    if (former.kind === layout) throw new InvalidOptionError("table", explainShape(layout, table, shape, former) as string);
+  }
+  if (shape.kind !== "missing" && shape.kind !== layout) throw new InvalidOptionError("table", explainShape(layout, table, shape) as string);
+  // A shared SDK table that already has this store's part is left alone (no ALTER TABLE lock on a busy table).
+  if (isSdkLayout(layout) && shape.kind === layout && shape.complete) return;
+  await client.query(ddl);
 }
 
 /** A plain FIFO lock, for a store that shares one connection. */
@@ -136,6 +192,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 const POSTGRES_OPTION_KEYS = optionKeys<PostgresStoreOptions>({
   pool: true,
   client: true,
+  layout: true,
   table: true,
   namespace: true,
   isolation: true,
@@ -163,6 +220,7 @@ const POSTGRES_OPTION_KEYS = optionKeys<PostgresStoreOptions>({
  * ```
  */
 export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements TransactionalStore<Tx> {
+  readonly layout: PostgresLayout;
   readonly table: string;
   readonly namespace: string;
   readonly leaseMs: number;
@@ -185,10 +243,21 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     if (client !== undefined && typeof client.query !== "function") throw new InvalidOptionError("client", "must have query(text, values)");
     this.#pool = pool;
     this.#client = client;
-    this.table = options.table ?? DEFAULT_POSTGRES_TABLE;
-    this.#sql = postgresStatements(this.table);
+    this.layout = checkLayout(options.layout);
+    this.table = options.table ?? DEFAULT_POSTGRES_TABLES[this.layout];
+    this.#sql = layoutStatements(this.layout, this.table);
     this.namespace = checkNamespace(options.namespace ?? "");
-    ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
+    if (isSdkLayout(this.layout) && this.namespace !== "") {
+      throw new InvalidOptionError("namespace", `must be "" in the "${this.layout}" layout: the BabelQueue SDKs key a row by meta.id alone and separate consumers by table (use \`table\`)`);
+    }
+    const forever = options.retentionMs === Number.POSITIVE_INFINITY;
+    if (forever && this.layout === "babelqueue-serverless") throw new InvalidOptionError("retentionMs", "must be a positive number of milliseconds (Infinity only in a BabelQueue layout)");
+    if (this.layout === "babelqueue-php" && options.retentionMs !== undefined && !forever) {
+      throw new InvalidOptionError("retentionMs", 'is not available in the "babelqueue-php" layout: the PHP SDK keeps a seen id forever (omit it, or pass Infinity)');
+    }
+    const windows = resolveWindows({ ...options, retentionMs: forever ? undefined : options.retentionMs });
+    this.leaseMs = windows.leaseMs;
+    this.retentionMs = forever || this.layout === "babelqueue-php" ? Number.POSITIVE_INFINITY : windows.retentionMs;
     const isolation = options.isolation;
     if (isolation !== undefined && !["read committed", "repeatable read", "serializable"].includes(isolation)) {
       throw new InvalidOptionError("isolation", 'must be "read committed", "repeatable read" or "serializable"');
@@ -200,10 +269,16 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     this.#token = options.token ?? (() => globalThis.crypto.randomUUID());
   }
 
-  /** The row key of an id (for operators and tests). */
+  /** The row key of an id (for operators and tests): `{namespace}:{id}`, or in a BabelQueue layout `meta.id` itself. */
   key(id: string): Promise<string> {
+    if (this.layout !== "babelqueue-serverless") return sdkRowKey(this.layout, id);
     // text cannot hold NUL: such an id is hashed (never a collision: raw ids starting with `#` are hashed too).
     return storeKey(this.namespace, id, POSTGRES_MAX_KEY_BYTES, "", { hashNul: true });
+  }
+
+  /** The retention as a statement parameter: ms, or NULL for "never expires". */
+  #retention(): number | null {
+    return Number.isFinite(this.retentionMs) ? Math.ceil(this.retentionMs) : null;
   }
 
   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
@@ -253,7 +328,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     const { rows } = await this.#query("inspect", this.#sql.read, [[key]]);
     const row = rows[0];
     if (row === undefined) return null;
-    const left = Number(row.left_ms);
+    const left = row.left_ms === null || row.left_ms === undefined ? Number.POSITIVE_INFINITY : Number(row.left_ms);
     const fingerprint = optionalString(row.fingerprint);
     const base = row.status === "done" ? { status: "done" as const, retentionLeftMs: left } : { status: "in-flight" as const, leaseLeftMs: left };
     return fingerprint === undefined ? base : { ...base, fingerprint };
@@ -279,8 +354,8 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     const answers = new Map<string, Claim>();
     let pending = unique;
     for (let attempt = 0; pending.length > 0; attempt += 1) {
-      const values = [pending, pending.map((key) => tokens.get(key)), pending.map((key) => fingerprintOf.get(key) ?? null), lease];
-      const { rows } = await this.#query(operation, this.#sql.claim, values);
+      const columns = [pending, pending.map((key) => tokens.get(key)), pending.map((key) => fingerprintOf.get(key) ?? null)];
+      const { rows } = await this.#chunked(operation, this.#sql.claim, columns, [lease]);
       if (rows.length !== pending.length) throw new StoreUnavailableError(STORE_NAME, operation, `unexpected answer (${rows.length} rows for ${pending.length} keys)`);
       const unseen: string[] = [];
       pending.forEach((key, i) => {
@@ -291,7 +366,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       });
       if (unseen.length === 0) break;
       // Rows committed by a concurrent writer after the statement began: read them now.
-      const { rows: fresh } = await this.#query(operation, this.#sql.read, [unseen]);
+      const { rows: fresh } = await this.#chunked(operation, this.#sql.read, [unseen], []);
       const byKey = new Map(fresh.map((row) => [row.key as string, row]));
       pending = [];
       for (const key of unseen) {
@@ -313,7 +388,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
   async #release(operation: string, claims: readonly ClaimRef[]): Promise<number> {
     if (claims.length === 0) return 0;
     const keys = await this.#keys(claims.map((claim) => claim.id));
-    const { rowCount } = await this.#query(operation, this.#sql.release, [keys, claims.map((claim) => claim.token)]);
+    const { rowCount } = await this.#chunked(operation, this.#sql.release, [keys, claims.map((claim) => claim.token)], []);
     return rowCount ?? 0;
   }
 
@@ -326,12 +401,12 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       if (!fingerprintOf.has(key) || fingerprint !== undefined) fingerprintOf.set(key, fingerprint ?? fingerprintOf.get(key) ?? null);
     });
     const unique = [...fingerprintOf.keys()];
-    await this.#query(operation, this.#sql.remember, [unique, unique.map((key) => fingerprintOf.get(key)), Math.ceil(this.retentionMs)]);
+    await this.#chunked(operation, this.#sql.remember, [unique, unique.map((key) => fingerprintOf.get(key))], [this.#retention()]);
   }
 
   async #recall(operation: string, ids: readonly string[]): Promise<Recall[]> {
     if (ids.length === 0) return [];
-    const { rows } = await this.#query(operation, this.#sql.recall, [await this.#keys(ids)]);
+    const { rows } = await this.#chunked(operation, this.#sql.recall, [await this.#keys(ids)], []);
     if (rows.length !== ids.length) throw new StoreUnavailableError(STORE_NAME, operation, `unexpected answer (${rows.length} rows for ${ids.length} ids)`);
     return rows.map((row) => {
       const fingerprint = optionalString(row.fingerprint);
@@ -343,14 +418,52 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     return Promise.all(ids.map((id) => this.key(id)));
   }
 
+  /**
+   * A batch step: one statement for up to `POSTGRES_MAX_IDS_PER_STATEMENT` ids (`columns`: one array
+   * per per-id parameter, `scalars` after them), else one statement per slice of that many, sent one
+   * after another — rows concatenated in order, row counts summed.
+   */
+  async #chunked(operation: string, text: string, columns: readonly unknown[][], scalars: readonly unknown[]): Promise<PgResult> {
+    const length = columns[0]?.length ?? 0;
+    if (length <= POSTGRES_MAX_IDS_PER_STATEMENT) return this.#query(operation, text, [...columns, ...scalars]);
+    const rows: Record<string, unknown>[] = [];
+    let rowCount = 0;
+    for (let start = 0; start < length; start += POSTGRES_MAX_IDS_PER_STATEMENT) {
+      const slice = columns.map((column) => column.slice(start, start + POSTGRES_MAX_IDS_PER_STATEMENT));
+      const result = await this.#query(operation, text, [...slice, ...scalars]);
+      for (const row of result.rows) rows.push(row);
+      rowCount += result.rowCount ?? 0;
+    }
+    return { rows, rowCount };
+  }
+
   /** One statement outside any transaction; every failure becomes a `StoreUnavailableError`. */
   async #query(operation: string, text: string, values: unknown[]): Promise<PgResult> {
     const run = () => (this.#pool ?? (this.#client as Tx)).query(text, values);
     try {
       return await (this.#pool === undefined ? this.#turns.run(run) : run());
     } catch (error) {
-      throw unavailable(operation, error);
+      throw await this.#failure(operation, error);
     }
+  }
+
+  /**
+   * A driver failure as the store's typed error. When it is one a table of the wrong shape raises,
+   * the table is read once more, and the error says what the table is and how to fix it.
+   */
+  async #failure(operation: string, error: unknown): Promise<Error> {
+    const state = sqlState(error);
+    if (state !== undefined && SHAPE_SQLSTATES.has(state)) {
+      try {
+        const connection = this.#pool ?? (this.#client as Tx);
+        const diagnose = () => diagnoseTable(connection, this.layout, this.table);
+        const reason = await (this.#pool === undefined ? this.#turns.run(diagnose) : diagnose());
+        if (reason !== undefined) return new StoreUnavailableError(STORE_NAME, operation, `${reason} (${state})`, { cause: scrubbedError(error) });
+      } catch {
+        // the table could not be read either: report the first failure as it is
+      }
+    }
+    return unavailable(operation, error);
   }
 
   /**
@@ -361,7 +474,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     if (typeof work !== "function") throw new InvalidOptionError("work", "must be a function");
     if (typeof claim?.token !== "string" || claim.token === "") throw new FenceLostError(String(claim?.id));
     const key = await this.key(claim.id);
-    const values = [key, claim.token, claim.fingerprint ?? null, Math.ceil(this.retentionMs)];
+    const values = [key, claim.token, claim.fingerprint ?? null, this.#retention()];
     for (let attempt = 0; ; attempt += 1) {
       try {
         await (this.#pool === undefined ? this.#turns.run(() => this.#once(this.#client as Tx, claim.id, values, work)) : this.#pooled(claim.id, values, work));
@@ -379,7 +492,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
         if (!own) throw error;
         if (sqlState(cause) === "25P02") throw new TransactionConditionError("a statement of the handler failed and the handler went on; the transaction was aborted", [], { cause: scrubbedError(cause) });
         if (error.step === "COMMIT" && sqlState(cause)?.startsWith("23")) throw new TransactionConditionError(`a deferred constraint of the handler's writes failed at COMMIT (${describeFailure(cause)})`, [], { cause: scrubbedError(cause) });
-        throw unavailable("transact", cause);
+        throw await this.#failure("transact", cause);
       }
     }
   }

@@ -2,7 +2,7 @@
  * The record layouts of the Redis stores (`layout` option): which keys an id lives under, which
  * scripts read and write them, and what `namespace`, `prefix`, `hashTag` and the retention mean.
  *
- *   - "own" (default): `{prefix}{namespace}:{id}` (`prefix` "bq:"), over-long ids hashed, values
+ *   - "babelqueue-serverless" (default): `{prefix}{namespace}:{id}` (`prefix` "bq:"), over-long ids hashed, values
  *     `i:<token>[:<fp>]` / `d[:<fp>]` (scripts.ts). Everything the store contract offers.
  *   - "babelqueue-php": the records of BabelQueue's PHP `RedisStore` — key `<prefix><id>` (`prefix`
  *     "bq:idem:", PHP's own default and its constructor argument), `'1'` in flight, `'2'` seen.
@@ -26,14 +26,14 @@ import { GO_SCRIPTS, PHP_SCRIPTS } from "./scripts-babelqueue.js";
 import { OWN_SCRIPTS, type RedisLayoutScripts } from "./scripts.js";
 
 /** The record layouts a Redis store can read and write. */
-export type RedisLayoutName = "own" | "babelqueue-php" | "babelqueue-go";
+export type RedisLayoutName = "babelqueue-serverless" | "babelqueue-php" | "babelqueue-go";
 
-export const REDIS_LAYOUTS: readonly RedisLayoutName[] = ["own", "babelqueue-php", "babelqueue-go"];
+export const REDIS_LAYOUTS: readonly RedisLayoutName[] = ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"];
 
-/** Longest key the own layout writes, prefix and namespace included (UTF-8 bytes). */
+/** Longest key the babelqueue-serverless layout writes, prefix and namespace included (UTF-8 bytes). */
 export const MAX_REDIS_KEY_BYTES = 512;
 const PREFIX_PATTERN = /^[A-Za-z0-9_.\-/:]{0,100}$/;
-const DEFAULT_PREFIX: Readonly<Record<RedisLayoutName, string>> = { own: "bq:", "babelqueue-php": "bq:idem:", "babelqueue-go": "bq:idemp:" };
+const DEFAULT_PREFIX: Readonly<Record<RedisLayoutName, string>> = { "babelqueue-serverless": "bq:", "babelqueue-php": "bq:idem:", "babelqueue-go": "bq:idemp:" };
 
 /** What the layout is resolved from: the store's options. */
 export interface RedisLayoutOptions {
@@ -52,7 +52,7 @@ export interface RedisLayout {
   /** Retention of a committed id (ms); `Infinity`: kept for good (a BabelQueue layout's default). */
   readonly retentionMs: number;
   readonly scripts: RedisLayoutScripts;
-  /** Keys per id in every script's KEYS: 1 (own), 2 (the SDK's key, then our side key). */
+  /** Keys per id in every script's KEYS: 1 (babelqueue-serverless), 2 (the SDK's key, then our side key). */
   readonly keysPerId: 1 | 2;
   /** The key the records of `id` are read from (the SDK's key in a BabelQueue layout). */
   key(id: string): Promise<string>;
@@ -72,7 +72,7 @@ function checkId(id: string): string {
 
 /** Checks the layout options and returns the layout. Throws `InvalidOptionError`. */
 export function resolveRedisLayout(options: RedisLayoutOptions): RedisLayout {
-  const name = options.layout ?? "own";
+  const name = options.layout ?? "babelqueue-serverless";
   if (!REDIS_LAYOUTS.includes(name)) throw new InvalidOptionError("layout", `must be one of ${REDIS_LAYOUTS.map((one) => `"${one}"`).join(", ")}`);
   const namespace = checkNamespace(options.namespace ?? "");
   const prefix = options.prefix ?? DEFAULT_PREFIX[name];
@@ -80,7 +80,7 @@ export function resolveRedisLayout(options: RedisLayoutOptions): RedisLayout {
     throw new InvalidOptionError("prefix", "must be 0-100 characters of A-Z a-z 0-9 _ . - / :");
   }
   const { retentionMs } = resolveWindows({ retentionMs: options.retentionMs });
-  if (name === "own") return ownLayout(prefix, namespace, options.hashTag === true, retentionMs);
+  if (name === "babelqueue-serverless") return ownLayout(prefix, namespace, options.hashTag === true, retentionMs);
 
   const sdk = name === "babelqueue-php" ? "PHP" : "Go";
   if (namespace !== "") {
@@ -111,7 +111,7 @@ function ownLayout(prefix: string, namespace: string, hashTag: boolean, retentio
   }
   const key = (id: string) => storeKey(namespacePart, checkId(id), MAX_REDIS_KEY_BYTES, head);
   return {
-    name: "own",
+    name: "babelqueue-serverless",
     prefix,
     namespace,
     retentionMs,

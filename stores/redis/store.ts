@@ -50,7 +50,7 @@ export const DEFAULT_REDIS_TIMEOUT_MS = 5_000;
 /** Options shared by both Redis stores. */
 export interface RedisStoreCommonOptions extends StoreWindows {
   /**
-   * Whose records the store reads and writes (docs/drafts/fleet-redis.md): "own" (default), or
+   * Whose records the store reads and writes (docs/drafts/fleet-redis.md): "babelqueue-serverless" (default), or
    * "babelqueue-php" / "babelqueue-go" to share one seen-set with BabelQueue's PHP `RedisStore` or
    * Go `idempotency-redis` consumers of the same queue. A BabelQueue layout uses ids verbatim under
    * the SDK's prefix, refuses `namespace` and `hashTag`, keeps committed ids for good unless

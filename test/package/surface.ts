@@ -49,9 +49,9 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
   },
   "./postgres": {
     public: [
-      "createIdempotencyTable", "type CreateIdempotencyTableOptions", "DEFAULT_POSTGRES_TABLE", "idempotencyTableSql", "type PgPooledClient",
-      "type PgPoolLike", "type PgQueryable", "type PgResult", "POSTGRES_MAX_KEY_BYTES", "type PostgresIsolation", "PostgresStore",
-      "type PostgresStoreOptions", "quoteTableName",
+      "createIdempotencyTable", "type CreateIdempotencyTableOptions", "DEFAULT_POSTGRES_TABLE", "DEFAULT_POSTGRES_TABLES", "idempotencyTableSql",
+      "type PgPooledClient", "type PgPoolLike", "type PgQueryable", "type PgResult", "POSTGRES_MAX_IDS_PER_STATEMENT", "POSTGRES_MAX_KEY_BYTES", "type PostgresIsolation",
+      "type PostgresLayout", "PostgresStore", "type PostgresStoreOptions", "quoteTableName",
     ],
     deprecated: [],
   },

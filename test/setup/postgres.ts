@@ -7,15 +7,19 @@
  * and deletes the directory after the run. The server refuses to run as root, so when the tests
  * run as root the directory is handed to the `postgres` system user and both binaries run as it.
  *
- * `startPostgres` is exported for scripts and tests that need a server of their own.
+ * `startPostgres` is exported for scripts and tests that need a server of their own: it can also be
+ * halted, resumed and restarted on the same data and port, and give a streaming-replication
+ * standby that can be promoted (the restart and failover tests). Every server process is spawned
+ * through scripts/child-guard.mjs: it never outlives the process that started it.
  * Binaries are looked up in `$PG_BIN`, then the newest `/usr/lib/postgresql/<major>/bin`, then
  * `pg_config --bindir`.
  *
  * What this is *not*: a PostgreSQL for anything but tests — it binds 127.0.0.1 only, trusts every
  * local connection and keeps nothing.
  */
+import { spawnGuarded } from "../../scripts/child-guard.mjs";
 import { freePort } from "../../scripts/dynamodb-local.mjs";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -88,8 +92,68 @@ async function waitForServer(url: string, child: ChildProcess, output: () => str
   throw new Error(`postgres did not accept connections within ${deadlineMs} ms: ${output()}`);
 }
 
+export interface StartPostgresOptions {
+  /** Server settings (`-c name=value`) over the test defaults (fsync, synchronous_commit and full_page_writes off, 200 connections). */
+  readonly settings?: Readonly<Record<string, string>>;
+}
+
+/** How a server process is stopped: "fast" (SIGINT: clients dropped, a clean checkpoint) or "immediate" (SIGQUIT: a crash, recovery on the next start). */
+export type PostgresStopMode = "fast" | "immediate";
+
+/** A running server of this setup, with what the restart and failover tests need. */
+export interface RestartablePostgres extends PostgresServer {
+  /** The data directory. */
+  readonly dataDir: string;
+  /** Stops the server process only (the data stays), as `mode` says. */
+  halt(mode?: PostgresStopMode): Promise<void>;
+  /** Starts it again on the same port and data. */
+  resume(): Promise<void>;
+  /** `halt` then `resume`: a restart, as clients see one. */
+  restart(mode?: PostgresStopMode): Promise<void>;
+  /** A streaming-replication standby of this server (pg_basebackup -R), on a port of its own. */
+  startStandby(): Promise<RestartablePostgres>;
+  /** Promotes this standby to a primary (`pg_promote()`); resolves once it accepts writes. */
+  promote(): Promise<void>;
+}
+
+const DEFAULT_SETTINGS: Readonly<Record<string, string>> = {
+  listen_addresses: "127.0.0.1",
+  fsync: "off",
+  synchronous_commit: "off",
+  full_page_writes: "off",
+  max_connections: "200",
+};
+
+/** One server process on `data`: launched guarded (scripts/child-guard.mjs), stopped on demand. */
+async function serve(bin: string, dir: string, data: string, port: number, settings: Readonly<Record<string, string>>, user: { uid: number; gid: number } | undefined, cleanup: string[]) {
+  const args = ["-D", data, "-p", String(port), "-k", dir];
+  for (const [name, value] of Object.entries({ ...DEFAULT_SETTINGS, ...settings })) args.push("-c", `${name}=${value}`);
+  // Guarded: the server (its whole process group) stops when this process ends, however it ends,
+  // and the watchdog deletes the directory (scripts/child-guard.mjs). SIGINT is a fast shutdown.
+  const child = spawnGuarded(join(bin, "postgres"), args, { stdio: ["ignore", "ignore", "pipe"], ...user, guard: { signal: "SIGINT", graceMs: 5_000, cleanup } });
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString("utf8")).slice(-2000);
+  });
+  // A normal exit of this process without teardown: the server must not outlive it either.
+  const orphanGuard = () => child.kill("SIGKILL");
+  process.once("exit", orphanGuard);
+  child.once("exit", () => process.off("exit", orphanGuard));
+  const halt = (mode: PostgresStopMode = "fast") =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      const force = setTimeout(() => child.kill("SIGKILL"), 5_000);
+      child.once("exit", () => {
+        clearTimeout(force);
+        resolve();
+      });
+      child.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
+    });
+  return { child, halt, output: () => stderr };
+}
+
 /** initdb + postgres on a free loopback port. */
-export async function startPostgres(): Promise<PostgresServer> {
+export async function startPostgres(options: StartPostgresOptions = {}): Promise<RestartablePostgres> {
   const bin = postgresBinDir();
   const user = serverUser();
   const dir = mkdtempSync(join(tmpdir(), "bq-pg-"));
@@ -103,40 +167,70 @@ export async function startPostgres(): Promise<PostgresServer> {
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`initdb failed (${init.status}): ${(init.stderr || init.stdout || String(init.error)).slice(-1000)}`);
   }
-  const port = await freePort();
-  const args = ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"];
-  args.push("-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200");
-  const child = spawn(join(bin, "postgres"), args, { stdio: ["ignore", "ignore", "pipe"], ...user });
-  let stderr = "";
-  child.stderr?.on("data", (chunk: Buffer) => {
-    stderr = (stderr + chunk.toString("utf8")).slice(-2000);
-  });
-  // If the test process ends without teardown (a crash), the server must not outlive it.
-  const orphanGuard = () => child.kill("SIGKILL");
-  process.once("exit", orphanGuard);
-  child.once("exit", () => process.off("exit", orphanGuard));
+  return runServer(bin, dir, data, await freePort(), options.settings ?? {}, user);
+}
+
+async function runServer(
+  bin: string,
+  dir: string,
+  data: string,
+  port: number,
+  settings: Readonly<Record<string, string>>,
+  user: { uid: number; gid: number } | undefined,
+): Promise<RestartablePostgres> {
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      const done = () => {
-        rmSync(dir, { recursive: true, force: true });
-        resolve();
-      };
-      if (child.exitCode !== null || child.signalCode !== null) return done();
-      const force = setTimeout(() => child.kill("SIGKILL"), 5_000);
-      child.once("exit", () => {
-        clearTimeout(force);
-        done();
-      });
-      child.kill("SIGINT");
-    });
+  let current = await serve(bin, dir, data, port, settings, user, [dir]);
+  const resume = async () => {
+    current = await serve(bin, dir, data, port, settings, user, [dir]);
+    await waitForServer(url, current.child, current.output, 30_000);
+  };
+  const stop = async () => {
+    await current.halt("fast");
+    rmSync(dir, { recursive: true, force: true });
+  };
   try {
-    await waitForServer(url, child, () => stderr, 20_000);
+    await waitForServer(url, current.child, current.output, 20_000);
   } catch (error) {
     await stop();
     throw error;
   }
-  return { url, port, stop };
+  const server: RestartablePostgres = {
+    url,
+    port,
+    dataDir: data,
+    stop,
+    halt: (mode) => current.halt(mode),
+    resume,
+    restart: async (mode) => {
+      await current.halt(mode);
+      await resume();
+    },
+    startStandby: async () => {
+      const standbyDir = mkdtempSync(join(tmpdir(), "bq-pg-standby-"));
+      const standbyData = join(standbyDir, "data");
+      if (user !== undefined) chownSync(standbyDir, user.uid, user.gid);
+      const backup = spawnSync(join(bin, "pg_basebackup"), ["-D", standbyData, "-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-X", "stream", "-R", "--no-sync"], {
+        encoding: "utf8",
+        ...user,
+      });
+      if (backup.status !== 0) {
+        rmSync(standbyDir, { recursive: true, force: true });
+        throw new Error(`pg_basebackup failed (${backup.status}): ${(backup.stderr || String(backup.error)).slice(-1000)}`);
+      }
+      return runServer(bin, standbyDir, standbyData, await freePort(), settings, user);
+    },
+    promote: async () => {
+      const client = new pg.Client({ connectionString: url });
+      client.on("error", () => {});
+      await client.connect();
+      try {
+        await client.query("SELECT pg_promote(true, 30)");
+      } finally {
+        await client.end().catch(() => {});
+      }
+    },
+  };
+  return server;
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {

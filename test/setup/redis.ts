@@ -8,8 +8,9 @@
  *
  * What this is *not*: a Redis for anything but tests — it binds 127.0.0.1 only and saves nothing.
  */
+import { spawnGuarded } from "../../scripts/child-guard.mjs";
 import { freePort } from "../../scripts/dynamodb-local.mjs";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import type { TestProject } from "vitest/node";
@@ -60,8 +61,10 @@ export async function startRedisServer(): Promise<RedisServer> {
   let lastError: unknown;
   for (let attempt = 0; attempt < 3; attempt += 1) {
     const port = await freePort();
-    const child = spawn("redis-server", ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no"], {
+    // Guarded: the server stops when this process ends, however it ends (scripts/child-guard.mjs).
+    const child = spawnGuarded("redis-server", ["--bind", "127.0.0.1", "--port", String(port), "--save", "", "--appendonly", "no"], {
       stdio: "ignore",
+      guard: { graceMs: 2000 },
     });
     try {
       await waitForPing(port, child, 5_000);

@@ -48,6 +48,11 @@ export interface StoreHarness<S extends Store = Store> {
   skip?: Partial<Record<"retention" | "lease-expiry" | "commit-keeps-fingerprint" | "done-fingerprint" | "lone-surrogates", string>>;
   /** Rounds of the 50-concurrent-claims race (default 3). */
   raceRounds?: number;
+  /**
+   * The store keeps a committed id forever, by design (PostgresStore in the BabelQueue PHP SDK's
+   * layout): the retention tests are skipped and `inspect` must answer `retentionLeftMs: Infinity`.
+   */
+  keepsForever?: boolean;
 }
 
 let namespaceCounter = 0;
@@ -100,7 +105,7 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
     if (!isClaimingStore(store)) throw new Error(`${name} was declared claims: true but has no claim/release`);
     return store;
   };
-  const itRetention = harness.skip?.retention ? it.skip : it;
+  const itRetention = harness.skip?.retention || harness.keepsForever ? it.skip : it;
   const itLease = harness.skip?.["lease-expiry"] ? it.skip : it;
 
   describe(`${name}: store contract`, () => {
@@ -411,6 +416,7 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
       itLease,
       itKeepsFingerprint: harness.skip?.["commit-keeps-fingerprint"] ? it.skip : it,
       itDoneFingerprint: harness.skip?.["done-fingerprint"] ? it.skip : it,
+      keepsForever: harness.keepsForever === true,
     });
 
     describe("BabelQueue idempotency sequences", () => {

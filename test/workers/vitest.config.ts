@@ -21,6 +21,8 @@ export default defineConfig({
   test: {
     name: "workers",
     root: here("."),
+    // workerd (spawned by the pool's Miniflare) never outlives the run: scripts/child-guard.mjs.
+    globalSetup: [here("../setup/workerd-guard.ts")],
     include: ["**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -267,9 +267,9 @@ describe('layout "babelqueue-go": the records of BabelQueue\'s Go idempotency-re
 });
 
 describe("one batch naming an id twice (every layout)", () => {
-  for (const layout of ["own", "babelqueue-php", "babelqueue-go"] as const) {
+  for (const layout of ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"] as const) {
     it(`${layout}: claims it once, the second copy is in flight; a key of another type is never overwritten`, async () => {
-      const options = layout === "own" ? { namespace: unique("twice") } : { prefix: `${layout === "babelqueue-php" ? "bq:idem:" : "bq:idemp:"}${unique("twice")}:` };
+      const options = layout === "babelqueue-serverless" ? { namespace: unique("twice") } : { prefix: `${layout === "babelqueue-php" ? "bq:idem:" : "bq:idemp:"}${unique("twice")}:` };
       const ours = store(layout, options);
       for (const redelivered of [false, true]) {
         const id = unique(`twice-${redelivered}`);
@@ -322,7 +322,7 @@ describe("namespaces, prefixes, hash tags and long ids in a BabelQueue layout", 
     expect(() => store("babelqueue-go", { namespace: "orders" })).toThrow(/namespace.*Go SDK/);
     expect(() => store("babelqueue-go", { hashTag: true })).toThrow(/hashTag/);
     expect(() => store("babelqueue-php", { prefix: "" })).toThrow(/prefix.*"bq:idem:"/);
-    expect(() => store("babelqueue-ruby" as never)).toThrow(/layout.*"own", "babelqueue-php", "babelqueue-go"/);
+    expect(() => store("babelqueue-ruby" as never)).toThrow(/layout.*"babelqueue-serverless", "babelqueue-php", "babelqueue-go"/);
     expect(() => new UpstashRedisStore({ client: rest, layout: "babelqueue-go", namespace: "x" })).toThrow(/namespace/);
   });
 
@@ -330,7 +330,7 @@ describe("namespaces, prefixes, hash tags and long ids in a BabelQueue layout", 
     expect(store("babelqueue-php").retentionMs).toBe(Number.POSITIVE_INFINITY);
     expect(store("babelqueue-go", { retentionMs: 60_000 }).retentionMs).toBe(60_000);
     expect(store(undefined).retentionMs).toBe(4 * 86_400_000);
-    expect(store(undefined).layout).toBe("own");
+    expect(store(undefined).layout).toBe("babelqueue-serverless");
   });
 });
 
