@@ -14,7 +14,7 @@ export interface Surface {
 export const SURFACE: Readonly<Record<string, Surface>> = {
   ".": {
     public: [
-      "BabelQueueServerlessError", "BatchEngine", "type BatchObservation", "type Claim", "type ClaimingStore", "type ClaimRef",
+      "BabelQueueServerlessError", "type BatchClaim", "BatchEngine", "type BatchObservation", "type Claim", "type ClaimFailure", "type ClaimingStore", "type ClaimRef",
       "type ClaimStatus", "createObservability", "DeadlineExceededError", "type DecisionPolicy", "type Decoded", "decodeEnvelope",
       "type DedupeMode", "DEFAULT_LEASE_MS", "DEFAULT_RETENTION_MS", "defaultFingerprint", "type Delivery", "type EngineEvent",
       "type EngineOptions", "type Envelope", "type EnvelopeMeta", "FenceLostError", "type Fingerprinter", "GroupBlockedError",
