@@ -6,12 +6,14 @@
  *   3. DynamoDB Local, redis-server and the Upstash REST bridge, each behind a delay proxy:
  *      store requests and wall time per batch of 1 / 10 / 100 new messages and of 10 duplicates;
  *   4. cost: billed units (DynamoDB RRU / WRU, Upstash commands, Durable Object requests and SQLite
- *      rows in workerd) and dollars per million messages on 10 new, 10 duplicates and a redelivery storm.
+ *      rows in workerd) and dollars per million messages on 10 new, 10 duplicates and a redelivery storm;
+ *   5. large batches: one SQS batch of BENCH_LARGE_BATCH records on DynamoDB (large-batch.ts).
  * Writes bench/results/report.md, chart.svg and results.json. Starts and stops its own backends
  * (loopback only); exits non-zero if a kit got an outcome wrong or a backend would not start.
  *
  * Knobs (environment): BENCH_ROUNDS (default 9), BENCH_DELAY_MS (default 5),
- * BENCH_IMPORT_SAMPLES (default 15), BENCH_OVERHEAD_BATCHES (default 300).
+ * BENCH_IMPORT_SAMPLES (default 15), BENCH_OVERHEAD_BATCHES (default 300),
+ * BENCH_LARGE_BATCH (records in the large batch, default 10000; 0 skips the section).
  * `npx tsx bench/run.ts --report-only` re-renders report.md and chart.svg from results.json.
  *
  * What this is *not*: part of `npm test`.
@@ -28,6 +30,7 @@ import { dynamodbKits, measureBackend, redisKits } from "./store-runs.js";
 import { measureWindow } from "./window.js";
 import { measureTransactional } from "./transactional.js";
 import { measureCosts } from "./cost-runs.js";
+import { measureLargeBatchDynamoDB } from "./large-batch.js";
 import { measureDurableObjectCosts } from "./cost-do.js";
 import { PRICES_CHECKED } from "./prices.js";
 
@@ -63,6 +66,7 @@ async function measure(): Promise<BenchResults> {
   const delayMs = knob("BENCH_DELAY_MS", 5);
   const importSamples = Math.max(1, Math.round(knob("BENCH_IMPORT_SAMPLES", 15)));
   const overheadBatches = Math.max(1, Math.round(knob("BENCH_OVERHEAD_BATCHES", 300)));
+  const largeBatch = Math.min(10_000, Math.round(knob("BENCH_LARGE_BATCH", 10_000)));
   const loadStart = loadavg();
   const step = (text: string) => console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${text}`);
 
@@ -79,6 +83,7 @@ async function measure(): Promise<BenchResults> {
   let window: BenchResults["window"];
   let transactional: BenchResults["transactional"];
   let costFigures: Awaited<ReturnType<typeof measureCosts>> | undefined;
+  let largeBatchFigures: BenchResults["largeBatch"];
   try {
     step(`DynamoDB: ${rounds} rounds`);
     dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);
@@ -89,6 +94,7 @@ async function measure(): Promise<BenchResults> {
     transactional = await measureTransactional(backends, rounds);
     step("cost: billed units on DynamoDB and Redis");
     costFigures = await measureCosts(backends);
+    if (largeBatch > 0) largeBatchFigures = await measureLargeBatchDynamoDB(backends, largeBatch, step);
   } finally {
     await backends.stop();
   }
@@ -123,6 +129,7 @@ async function measure(): Promise<BenchResults> {
     window,
     transactional,
     cost: { figures: costFigures, pricesChecked: PRICES_CHECKED },
+    ...(largeBatchFigures === undefined ? {} : { largeBatch: largeBatchFigures }),
     overhead,
     // Where the bundles were written is this machine's business, not the report's.
     bundles: bundles.map(({ file: _file, ...figure }) => figure),

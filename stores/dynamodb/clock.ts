@@ -121,7 +121,7 @@ export class ServiceClock {
     this.#min = min;
     this.#max = max;
     this.#at = receivedAt;
-    this.#anchor = this.now() - this.#monotonic();
+    this.#anchor = this.#localMinusMonotonic() ?? this.now() - this.#monotonic();
     this.#known = true;
     this.#dateless = false;
     this.#samples += 1;
@@ -172,7 +172,22 @@ export class ServiceClock {
 
   #dropIfStepped(): void {
     if (!this.#known) return;
-    if (Math.abs(this.now() - this.#monotonic() - this.#anchor) > CLOCK_STEP_TOLERANCE_MS) this.#known = false;
+    const difference = this.#localMinusMonotonic();
+    if (difference !== undefined && Math.abs(difference - this.#anchor) > CLOCK_STEP_TOLERANCE_MS) this.#known = false;
+  }
+
+  /**
+   * `now() − monotonic()`, read between two monotonic readings; undefined when those are more than
+   * 5 ms apart (the thread was descheduled between the reads, as on a loaded host: no conclusion).
+   */
+  #localMinusMonotonic(): number | undefined {
+    for (let attempt = 0; attempt < 3; attempt += 1) {
+      const before = this.#monotonic();
+      const local = this.now();
+      const after = this.#monotonic();
+      if (after - before <= 5) return local - (before + after) / 2;
+    }
+    return undefined;
   }
 }
 
