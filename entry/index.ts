@@ -30,9 +30,7 @@ import * as wrapModule from "../src/wrap.js";
 import type * as contract from "../src/contract.js";
 
 export {
-  type BatchClaim,
   type Claim,
-  type ClaimFailure,
   type ClaimRef,
   type ClaimStatus,
   type ClaimingStore,

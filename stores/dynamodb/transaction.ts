@@ -6,7 +6,8 @@
  * ConditionCheck, on any table of the account and region, in the low-level AttributeValue shape.
  * Nothing is sent while it runs. Then one request carries them plus, LAST, the dedupe item's Update
  * to done, conditioned on "in flight under my token, lease live" (`#s = :inflight AND #t = :token
- * AND #l > :now`, items.ts's `OWNED`). `ClientRequestToken` is the claim's token (hashed to 36 characters when longer), so
+ * AND #l > :now`, items.ts's `OWNED`; `:now` the earliest DynamoDB's clock can read, clock.ts, and
+ * the retention counted from the latest). `ClientRequestToken` is the claim's token (hashed to 36 characters when longer), so
  * the SDK's own retries of a request whose answer was lost cannot apply it twice.
  *
  * Outcomes (`TransactionCanceledException.CancellationReasons`, one per action, in order):

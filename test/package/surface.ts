@@ -14,7 +14,7 @@ export interface Surface {
 export const SURFACE: Readonly<Record<string, Surface>> = {
   ".": {
     public: [
-      "BabelQueueServerlessError", "type BatchClaim", "BatchEngine", "type BatchObservation", "type Claim", "type ClaimFailure", "type ClaimingStore", "type ClaimRef",
+      "BabelQueueServerlessError", "BatchEngine", "type BatchObservation", "type Claim", "type ClaimingStore", "type ClaimRef",
       "type ClaimStatus", "createObservability", "DeadlineExceededError", "type DecisionPolicy", "type Decoded", "decodeEnvelope",
       "type DedupeMode", "DEFAULT_LEASE_MS", "DEFAULT_RETENTION_MS", "defaultFingerprint", "type Delivery", "type EngineEvent",
       "type EngineOptions", "type Envelope", "type EnvelopeMeta", "FenceLostError", "type Fingerprinter", "GroupBlockedError",
@@ -77,7 +77,8 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
   },
   "./store-kit": {
     public: [
-      "checkFingerprint", "checkFingerprints", "checkMs", "checkNamespace", "checkOptions", "type ClaimHints", "describeFailure", "errorCode",
+      "type BatchClaim", "checkFingerprint", "checkFingerprints", "checkMs", "checkNamespace", "checkOptions", "type ClaimFailure", "type ClaimHints",
+      "describeFailure", "errorCode",
       "type FailureOptions", "type FailureWording", "type FencedClaim", "httpStatus", "type IdRecord", "keyPart", "MAX_FAILURE_DETAIL",
       "MAX_FINGERPRINT_LENGTH", "optionKeys", "type OptionKeys", "type Recall", "resolveWindows", "scrubbedError", "sha256Base64url",
       "storeFailure", "storeKey", "type StoreKeyOptions", "unionKeys", "utf8Length", "withFingerprint",
