@@ -84,8 +84,11 @@ import { type DynamoDBTransaction, transactDynamoDB } from "./transaction.js";
 
 const STORE_NAME = "DynamoDBStore";
 
-/** Default of `maxConcurrentRequests`: under the SDK's default socket pool (50), with room for other calls. */
-export const DEFAULT_MAX_CONCURRENT_REQUESTS = 32;
+/**
+ * Default of `maxConcurrentRequests`: the SDK's default socket pool (`maxSockets` 50), so a batch step
+ * goes as fast as the pool allows and nothing waits inside the SDK.
+ */
+export const DEFAULT_MAX_CONCURRENT_REQUESTS = 50;
 
 /**
  * Failures after which the write surely did not happen (DynamoDB refused the request): a claim that
@@ -144,7 +147,7 @@ export interface DynamoDBStoreOptions extends StoreWindows, TableAttributeOption
   /**
    * Most requests the store has in flight at once, over all its calls: a batch step of 10,000 ids sends
    * them N at a time instead of all at once (each waits as a closure, not as a queued HTTP request).
-   * Keep it at or under your client's socket pool (the SDK's default is 50). Default 32.
+   * Keep it at or under your client's socket pool (`maxSockets`; the SDK's default is 50). Default 50.
    */
   maxConcurrentRequests?: number;
   /**

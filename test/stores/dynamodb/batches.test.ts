@@ -137,8 +137,8 @@ describe("a large batch keeps at most maxConcurrentRequests requests in flight",
     expect(again.map((claim) => claim.status)).toEqual(["done", "claimed"]);
   });
 
-  it("defaults to 32 and refuses a bound that is not an integer from 1 to 10000", () => {
-    expect(new DynamoDBStore({ table }).maxConcurrentRequests).toBe(32);
+  it("defaults to 50 (the SDK's default socket pool) and refuses a bound that is not an integer from 1 to 10000", () => {
+    expect(new DynamoDBStore({ table }).maxConcurrentRequests).toBe(50);
     for (const bad of [0, -1, 1.5, 10_001, Number.NaN]) {
       expect(() => new DynamoDBStore({ table, maxConcurrentRequests: bad }), String(bad)).toThrow(/maxConcurrentRequests/);
     }
