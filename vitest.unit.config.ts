@@ -18,6 +18,8 @@ const BACKEND_FREE = [
   "test/engine/commit-queue.test.ts",
   "test/engine/batch-run.test.ts",
   "test/engine/options.test.ts",
+  "test/engine/claim-failures.test.ts",
+  "test/stores/dynamodb/clock.test.ts",
   "test/core/*.test.ts",
   "test/observability/*.test.ts",
   "test/stores/memory.test.ts",

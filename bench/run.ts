@@ -8,12 +8,14 @@
  *   4. cost: billed units (DynamoDB RRU / WRU, Upstash commands, Durable Object requests and SQLite
  *      rows in workerd) and dollars per million messages on 10 new, 10 duplicates and a redelivery storm;
  *   5. a fleet: P concurrent consumers on one store (bench/fleet/), ours and Powertools side by side.
+ *   6. large batches: one SQS batch of BENCH_LARGE_BATCH records on DynamoDB (large-batch.ts).
  * Writes bench/results/report.md, chart.svg and results.json. Starts and stops its own backends
  * (loopback only); exits non-zero if a kit got an outcome wrong or a backend would not start.
  *
  * Knobs (environment): BENCH_ROUNDS (default 9), BENCH_DELAY_MS (default 5),
  * BENCH_IMPORT_SAMPLES (default 15), BENCH_OVERHEAD_BATCHES (default 300), BENCH_FLEET_SIZES (default
- * "1,8,32,64"; empty skips the fleet), BENCH_FLEET_MESSAGES (default 2000).
+ * "1,8,32,64"; empty skips the fleet), BENCH_FLEET_MESSAGES (default 2000),
+ * BENCH_LARGE_BATCH (records in the large batch, default 10000; 0 skips the section).
  * `npx tsx bench/run.ts --report-only` re-renders report.md and chart.svg from results.json.
  *
  * What this is *not*: part of `npm test`.
@@ -30,6 +32,7 @@ import { dynamodbKits, measureBackend, redisKits } from "./store-runs.js";
 import { measureWindow } from "./window.js";
 import { measureTransactional } from "./transactional.js";
 import { measureCosts } from "./cost-runs.js";
+import { measureLargeBatchDynamoDB } from "./large-batch.js";
 import { measureDurableObjectCosts } from "./cost-do.js";
 import { PRICES_CHECKED } from "./prices.js";
 import { type FleetResults, measureFleet } from "./fleet/fleet.js";
@@ -71,6 +74,7 @@ async function measure(): Promise<BenchResults> {
   const delayMs = knob("BENCH_DELAY_MS", 5);
   const importSamples = Math.max(1, Math.round(knob("BENCH_IMPORT_SAMPLES", 15)));
   const overheadBatches = Math.max(1, Math.round(knob("BENCH_OVERHEAD_BATCHES", 300)));
+  const largeBatch = Math.min(10_000, Math.round(knob("BENCH_LARGE_BATCH", 10_000)));
   const loadStart = loadavg();
   const step = (text: string) => console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${text}`);
 
@@ -94,6 +98,7 @@ async function measure(): Promise<BenchResults> {
     .filter((size) => size !== "")
     .map(Number);
   if (fleetSizes.some((size) => !Number.isSafeInteger(size) || size < 1)) throw new Error("BENCH_FLEET_SIZES must be a list of positive integers");
+  let largeBatchFigures: BenchResults["largeBatch"];
   try {
     step(`DynamoDB: ${rounds} rounds`);
     dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);
@@ -105,6 +110,7 @@ async function measure(): Promise<BenchResults> {
     step("cost: billed units on DynamoDB and Redis");
     costFigures = await measureCosts(backends);
     if (fleetSizes.length > 0) fleet = await measureFleet(backends, fleetSizes, Math.max(100, Math.round(knob("BENCH_FLEET_MESSAGES", 2000))), step);
+    if (largeBatch > 0) largeBatchFigures = await measureLargeBatchDynamoDB(backends, largeBatch, step);
   } finally {
     await backends.stop();
   }
@@ -139,6 +145,7 @@ async function measure(): Promise<BenchResults> {
     window,
     transactional,
     cost: { figures: costFigures, pricesChecked: PRICES_CHECKED },
+    ...(largeBatchFigures === undefined ? {} : { largeBatch: largeBatchFigures }),
     overhead,
     // Where the bundles were written is this machine's business, not the report's.
     bundles: bundles.map(({ file: _file, ...figure }) => figure),

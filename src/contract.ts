@@ -37,6 +37,24 @@ export type Claim =
 /** The status names of `Claim`, for exhaustive switches. */
 export type ClaimStatus = Claim["status"];
 
+/**
+ * A batch claim's answer for ONE id it could not decide (DynamoDB throttled that id's write, an
+ * internal error on one request), while the other ids of the call were decided. Only `claimMany`
+ * may answer it, never `claim` — so an exhaustive `switch` over `Claim` stays exhaustive.
+ *
+ * Nothing is held for that id: the store has released or never written its claim. The engine
+ * treats the entry exactly as a store error on that id alone (fail-closed: the delivery is retried,
+ * or run without dedupe with `onStoreError: "run"`); the batch's other ids go on.
+ */
+export interface ClaimFailure {
+  readonly status: "failed";
+  /** Why (typically a `StoreUnavailableError`; no key, token or payload in it). */
+  readonly error: unknown;
+}
+
+/** One entry of `claimMany`'s answer: a decided `Claim`, or a `ClaimFailure` for that id alone. */
+export type BatchClaim = Claim | ClaimFailure;
+
 /** What a seen-set store recalls of one id: whether it is committed, and under which fingerprint. */
 export interface Recall {
   readonly seen: boolean;
@@ -123,16 +141,21 @@ export interface ClaimingStore extends Store {
    */
   release(id: string, token: string): Promise<boolean>;
   /**
-   * Optional batch form of `claim`: one `Claim` per id, in order; `fingerprints` one per id when given.
+   * Optional batch form of `claim`: one answer per id, in order; `fingerprints` one per id when given.
    * `hints` (optional) tells the store what the caller knows of the deliveries, so it can pick the
    * cheaper way to decide them (see `ClaimHints`); the answers are the same with or without it.
+   *
+   * Failures: a store that can fail one id of a batch while deciding the others (DynamoDB, one
+   * request per id) answers that id with a `ClaimFailure` and holds nothing for it; a failure of the
+   * whole step (the backend unreachable, one script or statement for every id) rejects the promise,
+   * with nothing held for any id. A store never has to answer `ClaimFailure`: `Claim[]` is a valid answer.
    */
   claimMany?(
     ids: readonly string[],
     leaseMs?: number,
     fingerprints?: readonly (string | undefined)[],
     hints?: ClaimHints,
-  ): Promise<Claim[]>;
+  ): Promise<BatchClaim[]>;
   /** Optional batch form of `release`. */
   releaseMany?(claims: readonly ClaimRef[]): Promise<void>;
 }

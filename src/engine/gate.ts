@@ -4,10 +4,14 @@
  * (`claimMany`, or `recallMany` / `seenMany` for a seen-set store; per-id calls in parallel when
  * the store has no batch form).
  *
+ * A `claimMany` answer may fail one id alone (`ClaimFailure`, contract.ts): that id is recorded as a
+ * store error exactly as if the whole step had failed for it (decision.ts: fail-closed, retried), and
+ * the batch's other ids keep their claims.
+ *
  * What this is *not*: the verdict. It records what the store said (`item.gate`); decision.ts
  * turns that into run / stop.
  */
-import { type Claim, type ClaimingStore, type Recall, isClaimingStore } from "../contract.js";
+import { type Claim, type ClaimFailure, type ClaimingStore, type Recall, isClaimingStore } from "../contract.js";
 import { invalid } from "../decision.js";
 import { reconcileAttempts } from "../envelope.js";
 import { InvalidMessageError } from "../errors.js";
@@ -129,6 +133,18 @@ function isClaim(value: unknown): value is Claim {
   }
 }
 
+/**
+ * A `claimMany` entry reporting that id's own failure (`ClaimFailure`): its error. Any other entry,
+ * a well-formed claim or not, is left to `isClaim`. Only the batch form may answer it: a `claim`
+ * (one id) that answers `failed` is malformed, since the contract's `Claim` has no such member.
+ */
+function claimFailureOf(value: unknown): { error: unknown } | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const entry = value as Partial<ClaimFailure>;
+  if (entry.status !== "failed") return undefined;
+  return { error: entry.error ?? malformed("claimMany") };
+}
+
 function isRecall(value: unknown): value is Recall {
   if (typeof value !== "object" || value === null) return false;
   const recall = value as Record<string, unknown>;
@@ -150,7 +166,8 @@ export async function gate<Message, RC>(
     const redelivered = items.map((item) => item.attempts > 0);
     const claiming: ClaimingStore = store;
     const many = claiming.claimMany === undefined ? undefined : () => (claiming.claimMany as NonNullable<ClaimingStore["claimMany"]>).call(claiming, keys, leaseMs, fingerprints, { redelivered });
-    const answers = await storeStep<unknown>(emit, "claim", keys.length, many, (i) => claiming.claim(keys[i] as string, leaseMs, fingerprints[i]));
+    // A `ClaimFailure` entry of `claimMany` fails that id alone, as if its own claim had thrown.
+    const answers = await storeStep<unknown>(emit, "claim", keys.length, many, (i) => claiming.claim(keys[i] as string, leaseMs, fingerprints[i]), claimFailureOf);
     items.forEach((item, i) => {
       const answer = answers[i] as Answer<unknown>;
       if (answer.ok && isClaim(answer.value)) {

@@ -34,24 +34,36 @@ export async function settleEach<T>(calls: readonly (() => T | Promise<T>)[]): P
 }
 
 /**
+ * Reads a batch form's entry as one id's failure: the error, or undefined when the entry is a value.
+ * (`claimMany` may answer `{ status: "failed", error }` for one id, contract.ts `ClaimFailure`.)
+ */
+export type FailureOf<T> = (value: T) => { readonly error: unknown } | undefined;
+
+/**
  * Asks the store about `count` ids: `many()` when the store has a batch form (it must answer one
  * entry per id; a wrong length, or a throw, fails every id with that error), else `one(i)` for each
- * id in parallel. `operation` names the batch form in a wrong-shape error.
+ * id in parallel. `operation` names the batch form in a wrong-shape error. `failureOf`, when given,
+ * turns an entry of the batch form that reports that id's own failure into that id's error.
  */
 export async function batchOrEach<T>(
   operation: string,
   count: number,
   many: (() => Promise<readonly T[]>) | undefined,
   one: (i: number) => T | Promise<T>,
+  failureOf?: FailureOf<T>,
 ): Promise<Answer<T>[]> {
   if (many === undefined) return settleEach(Array.from({ length: count }, (_, i) => () => one(i)));
+  let values: readonly T[];
   try {
-    const values = await many();
+    values = await many();
     if (!Array.isArray(values) || values.length !== count) throw malformed(operation);
-    return values.map((value) => ({ ok: true as const, value }));
   } catch (error) {
     return Array.from({ length: count }, () => ({ ok: false as const, error }));
   }
+  return values.map((value): Answer<T> => {
+    const failed = failureOf?.(value);
+    return failed === undefined ? { ok: true, value } : { ok: false, error: failed.error };
+  });
 }
 
 /** The answers' errors, `undefined` where an id succeeded: what the commit queue wants of a step. */
@@ -75,9 +87,10 @@ export async function storeStep<T>(
   count: number,
   many: (() => Promise<readonly T[]>) | undefined,
   one: (i: number) => T | Promise<T>,
+  failureOf?: FailureOf<T>,
 ): Promise<Answer<T>[]> {
   const started = Date.now();
-  const answers = await batchOrEach(`${step}Many`, count, many, one);
+  const answers = await batchOrEach(`${step}Many`, count, many, one, failureOf);
   const failed = answers.filter((answer): answer is { ok: false; error: unknown } => !answer.ok);
   emit({ type: "store-step", step, ids: count, durationMs: Date.now() - started, ok: failed.length === 0 });
   if (failed.length > 0) emit({ type: "store-error", step, ids: failed.length, error: (failed[0] as { error: unknown }).error });

@@ -12,13 +12,14 @@
  * - options (options.ts): an options object that rejects keys it does not know.
  *
  * The contract itself (`Store`, `ClaimingStore`, `Claim`, …) is on the package root; the types only a
- * store's author meets (`ClaimHints`, `FencedClaim`, `IdRecord`, `Recall`) are here too. The contract
+ * store's author (or a direct caller of a batch form) meets (`BatchClaim`, `ClaimFailure`, `ClaimHints`,
+ * `FencedClaim`, `IdRecord`, `Recall`) are here too. The contract
  * test suite every store passes is described in docs/ARCHITECTURE.md ("Adding a store").
  *
  * What this is *not*: a base class. A store is a plain class that calls these helpers, so each
  * backend's file reads top to bottom without inheritance.
  */
-export type { ClaimHints, FencedClaim, IdRecord, Recall } from "../contract.js";
+export type { BatchClaim, ClaimFailure, ClaimHints, FencedClaim, IdRecord, Recall } from "../contract.js";
 export { type StoreKeyOptions, checkNamespace, keyPart, sha256Base64url, storeKey, utf8Length } from "./keys.js";
 export { checkMs, resolveWindows } from "./windows.js";
 export { MAX_FINGERPRINT_LENGTH, checkFingerprint, checkFingerprints, withFingerprint } from "./fingerprints.js";

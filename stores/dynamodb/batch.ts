@@ -1,6 +1,7 @@
 /**
  * `DynamoDBStore`'s batch requests: `BatchWriteItem` in chunks of 25 and consistent `BatchGetItem`
- * in chunks of 100, chunks sent in parallel. What DynamoDB leaves unprocessed (throttling, size
+ * in chunks of 100, chunks sent in parallel through the store's sender (at most
+ * `maxConcurrentRequests` in flight, send.ts). What DynamoDB leaves unprocessed (throttling, size
  * limits) is resent with exponential backoff and full jitter, a bounded number of times, then the
  * call fails with `StoreUnavailableError`. `readOnce` is the exception: it sends each chunk once
  * and reports only what came back (the claim precheck claims whatever it could not read).
@@ -9,12 +10,14 @@
  */
 import {
   BatchGetItemCommand,
+  type BatchGetItemCommandOutput,
   BatchWriteItemCommand,
-  type DynamoDBClient,
+  type BatchWriteItemCommandOutput,
   type WriteRequest,
 } from "@aws-sdk/client-dynamodb";
 import { StoreUnavailableError } from "../../src/errors.js";
 import type { Item } from "./items.js";
+import type { Send } from "./send.js";
 
 export const BATCH_WRITE_LIMIT = 25;
 export const BATCH_GET_LIMIT = 100;
@@ -22,7 +25,8 @@ const STORE_NAME = "DynamoDBStore";
 
 /** What the batch helpers need of the store. */
 export interface BatchTarget {
-  readonly client: DynamoDBClient;
+  /** The store's sender (bounded, clock-sampled). */
+  readonly send: Send;
   readonly table: string;
   readonly keyAttribute: string;
   /** Resends of unprocessed items before failing (`maxUnprocessedRetries`). */
@@ -86,7 +90,7 @@ export async function writeAll(target: BatchTarget, operation: string, items: re
   await Promise.all(
     chunks(items, BATCH_WRITE_LIMIT).map((chunk) =>
       untilProcessed<WriteRequest>(target, operation, "item(s)", chunk.map((item) => ({ PutRequest: { Item: item } })), async (pending) => {
-        const answer = await target.client.send(new BatchWriteItemCommand({ RequestItems: { [target.table]: pending } }));
+        const answer = await target.send<BatchWriteItemCommandOutput>(() => new BatchWriteItemCommand({ RequestItems: { [target.table]: pending } }));
         return answer.UnprocessedItems?.[target.table] ?? [];
       }),
     ),
@@ -95,12 +99,13 @@ export async function writeAll(target: BatchTarget, operation: string, items: re
 
 /** One consistent `BatchGetItem` of `keys` (≤ 100): the items found, and the keys left unprocessed. */
 async function getChunk(target: BatchTarget, keys: Item[], projection: Projection, found: Map<string, Item>): Promise<Item[]> {
-  const answer = await target.client.send(
-    new BatchGetItemCommand({
-      RequestItems: {
-        [target.table]: { Keys: keys, ConsistentRead: true, ProjectionExpression: projection.expression, ExpressionAttributeNames: projection.names },
-      },
-    }),
+  const answer = await target.send<BatchGetItemCommandOutput>(
+    () =>
+      new BatchGetItemCommand({
+        RequestItems: {
+          [target.table]: { Keys: keys, ConsistentRead: true, ProjectionExpression: projection.expression, ExpressionAttributeNames: projection.names },
+        },
+      }),
   );
   for (const item of answer.Responses?.[target.table] ?? []) {
     const key = item[target.keyAttribute]?.S;

@@ -12,9 +12,10 @@
  * | `fp`            | S    | the payload fingerprint the id was claimed / committed under (optional)  |
  * | `ttl` (option)  | N    | epoch *seconds* for DynamoDB's TTL sweep (cleanup only)                  |
  *
- * Expiry is always decided here against the caller's clock (`now`), never left to DynamoDB's TTL
- * sweep, which deletes expired items up to days late. Items written before fingerprints existed
- * have no `fp` and answer without one.
+ * Expiry is always decided here against the time it is given — the store passes DynamoDB's clock as
+ * it estimates it (clock.ts), never the caller's raw clock — and never left to DynamoDB's TTL sweep,
+ * which deletes expired items up to days late. Items written before fingerprints existed have no
+ * `fp` and answer without one.
  *
  * What this is *not*: a place that talks to DynamoDB.
  */
@@ -34,10 +35,17 @@ export const FINGERPRINT = "fp";
 /** Attribute-name placeholders shared by every expression. */
 export const NAMES = { "#s": "status", "#t": "token", "#l": "leaseUntil", "#r": "retainUntil", "#f": FINGERPRINT } as const;
 
-/** Absent, or an in-flight item whose lease ended, or a done item whose retention ended. */
+/**
+ * Absent, or an in-flight item whose lease ended, or a done item whose retention ended. `:now` is
+ * the earliest DynamoDB's clock can read (0 at a cold start: only an absent item is claimable).
+ */
 export const CLAIMABLE =
   "attribute_not_exists(#k) OR (#s = :inflight AND #l <= :now) OR (#s = :done AND #r <= :now)";
-/** Still in flight, lease live, held by this token: the fence of a release and of a transactional commit. */
+/**
+ * Still in flight, lease live, held by this token: the fence of a release and of a transactional
+ * commit. `:now` is the earliest DynamoDB's clock can read, so a lease live by its clock always
+ * passes; the token is what fences a claim taken over by someone else.
+ */
 export const OWNED = "#s = :inflight AND #t = :token AND #l > :now";
 
 /** `{ fingerprint }` when the item carries one, else nothing (spread into an answer). */

@@ -1,18 +1,21 @@
 /**
  * `DynamoDBStore`: a `ClaimingStore` on one DynamoDB table (export `babelqueue-serverless/dynamodb`).
- * Item layout: items.ts; the table: table.ts; batch requests: batch.ts; the read-before-claim
- * policy: precheck.ts; transactional mode: transaction.ts.
+ * Item layout: items.ts; the table: table.ts; one claim: claim.ts; DynamoDB's clock: clock.ts; how
+ * requests are sent: send.ts and limiter.ts; batch requests: batch.ts; the read-before-claim policy:
+ * precheck.ts; transactional mode: transaction.ts.
  *
  * Round trips:
  * - `claim`: ONE conditional `PutItem` that wins when the item is absent, its lease has ended, or its
  *   retention has ended; `ReturnValuesOnConditionCheckFailure: ALL_OLD` returns the blocking item
  *   in the same round trip, telling `done` from `in-flight` (with the lease's remaining time and the
  *   stored fingerprint). A consistent `GetItem` is made only when the failure carried no item
- *   (emulators such as dynalite).
- * - `claimMany`: the claims in parallel. DynamoDB has no batch *conditional* write: `BatchWriteItem`
- *   takes no conditions and `TransactWriteItems` fails as a whole when one condition fails. When the
- *   batch is likely to hold duplicates (`precheck`, from the engine's redelivery hints), ONE consistent
- *   `BatchGetItem` answers the committed and in-flight ids first and only the others are put.
+ *   (emulators such as dynalite). A correction (one more `PutItem`) only when a clock was wrong (claim.ts).
+ * - `claimMany`: the claims in parallel, at most `maxConcurrentRequests` in flight. DynamoDB has no
+ *   batch *conditional* write: `BatchWriteItem` takes no conditions and `TransactWriteItems` fails as
+ *   a whole when one condition fails. When the batch is likely to hold duplicates (`precheck`, from the
+ *   engine's redelivery hints), ONE consistent `BatchGetItem` answers the committed and in-flight ids
+ *   first and only the others are put. An id whose request fails (throttled, an internal error)
+ *   answers `{ status: "failed", error }` alone; the others keep their answers.
  * - `remember`: unconditional `PutItem` → done. `rememberMany`: `BatchWriteItem` in chunks of 25
  *   (one id: a `PutItem`), `UnprocessedItems` retried with exponential backoff and jitter. The done
  *   item replaces the claim's whole item, so the commit writes the fingerprint it is given (the
@@ -21,8 +24,10 @@
  * - `seen` / `inspect`: strongly consistent `GetItem`; `seenMany`: consistent `BatchGetItem` in chunks of 100.
  * - `forget`: `DeleteItem`.
  *
- * Expiry is decided against the caller's clock (`now`), never left to DynamoDB's TTL sweep. Clocks of
- * different callers should agree to well within the lease; Lambda hosts are NTP-synchronised.
+ * Time is DynamoDB's, not the caller's (clock.ts): every answer's `Date` header refines an estimate
+ * of DynamoDB's clock with an error bound; conditions use the earliest it can read, deadlines written
+ * start at the latest. Expiry is decided by the store against that clock, never left to DynamoDB's
+ * TTL sweep (which deletes items up to days late).
  *
  * IAM actions used: dynamodb:PutItem, GetItem, DeleteItem, BatchWriteItem, BatchGetItem
  * (`DYNAMODB_STORE_ACTIONS`).
@@ -33,12 +38,23 @@
  */
 import {
   DeleteItemCommand,
+  type DeleteItemCommandOutput,
   DynamoDBClient,
   type DynamoDBClientConfig,
   GetItemCommand,
+  type GetItemCommandOutput,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import type { Claim, ClaimHints, ClaimRef, FencedClaim, IdRecord, StoreWindows, TransactionalStore } from "../../src/contract.js";
+import type {
+  BatchClaim,
+  Claim,
+  ClaimHints,
+  ClaimRef,
+  FencedClaim,
+  IdRecord,
+  StoreWindows,
+  TransactionalStore,
+} from "../../src/contract.js";
 import { InvalidOptionError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
@@ -46,25 +62,61 @@ import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { type BatchTarget, type Projection, readAll, writeAll } from "./batch.js";
+import { type ClaimTarget, claimKey } from "./claim.js";
+import { type OffsetBounds, ServiceClock } from "./clock.js";
 import {
-  CLAIMABLE,
   DONE,
   DYNAMODB_MAX_KEY_BYTES,
   IN_FLIGHT,
   type Item,
   NAMES,
   OWNED,
-  blockingVerdict,
   fingerprintAttribute,
   idRecord,
   isConditionFailure,
   isSeen,
 } from "./items.js";
+import { RequestLimiter } from "./limiter.js";
 import { PRECHECK_POLICIES, type PrecheckPolicy, keysToRead, readBlocking } from "./precheck.js";
+import { type Send, sender } from "./send.js";
 import { type TableAttributeOptions, checkAttributeName } from "./table.js";
 import { type DynamoDBTransaction, transactDynamoDB } from "./transaction.js";
 
 const STORE_NAME = "DynamoDBStore";
+
+/**
+ * Default of `maxConcurrentRequests`: the SDK's default socket pool (`maxSockets` 50), so a batch step
+ * goes as fast as the pool allows and nothing waits inside the SDK.
+ */
+export const DEFAULT_MAX_CONCURRENT_REQUESTS = 50;
+
+/**
+ * Failures after which the write surely did not happen (DynamoDB refused the request): a claim that
+ * failed so holds nothing. After any other failure (a timeout, a 500) the put may have landed.
+ */
+const REFUSED = new Set([
+  "ProvisionedThroughputExceededException",
+  "ThrottlingException",
+  "RequestLimitExceeded",
+  "ValidationException",
+  "ResourceNotFoundException",
+  "AccessDeniedException",
+  "UnrecognizedClientException",
+]);
+
+/**
+ * One service-clock estimate per client and local clock: the offset between this process's clock
+ * and DynamoDB's is a property of the process, so stores built on one client share what it learned.
+ */
+const clocks = new WeakMap<DynamoDBClient, Map<() => number, ServiceClock>>();
+
+function clockFor(client: DynamoDBClient, now: () => number): ServiceClock {
+  const byNow = clocks.get(client) ?? new Map<() => number, ServiceClock>();
+  clocks.set(client, byNow);
+  const clock = byNow.get(now) ?? new ServiceClock({ now });
+  byNow.set(now, clock);
+  return clock;
+}
 
 /** Options of `DynamoDBStore`. */
 export interface DynamoDBStoreOptions extends StoreWindows, TableAttributeOptions {
@@ -74,7 +126,8 @@ export interface DynamoDBStoreOptions extends StoreWindows, TableAttributeOption
   namespace?: string;
   /**
    * Your own client (region, credentials, retries, middleware). Default: a `new DynamoDBClient(clientConfig)`
-   * — in Lambda that picks the region and credentials up from the environment.
+   * — in Lambda that picks the region and credentials up from the environment. The store never changes
+   * it: what it adds (a middleware reading each answer's `Date` header) goes on its own commands.
    */
   client?: DynamoDBClient;
   /** Configuration for the client the store creates when `client` is not given. Ignored otherwise. */
@@ -92,7 +145,17 @@ export interface DynamoDBStoreOptions extends StoreWindows, TableAttributeOption
    * counts); "never": no read, one conditional `PutItem` per id. Default "auto".
    */
   precheck?: PrecheckPolicy;
-  /** The clock, in epoch milliseconds. Default `Date.now`. */
+  /**
+   * Most requests the store has in flight at once, over all its calls: a batch step of 10,000 ids sends
+   * them N at a time instead of all at once (each waits as a closure, not as a queued HTTP request).
+   * Keep it at or under your client's socket pool (`maxSockets`; the SDK's default is 50). Default 50.
+   */
+  maxConcurrentRequests?: number;
+  /**
+   * The local clock, in epoch milliseconds. Default `Date.now`. Leases are not decided by it: the store
+   * measures time on it and anchors it to DynamoDB's clock (every answer's `Date` header), so a skewed
+   * local clock shifts nothing.
+   */
   now?: () => number;
   /** Fencing-token generator. Default `crypto.randomUUID`. */
   token?: () => string;
@@ -105,6 +168,7 @@ const DYNAMODB_OPTION_KEYS = optionKeys<DynamoDBStoreOptions>({
   clientConfig: true,
   maxUnprocessedRetries: true,
   precheck: true,
+  maxConcurrentRequests: true,
   now: true,
   token: true,
   leaseMs: true,
@@ -116,7 +180,7 @@ const DYNAMODB_OPTION_KEYS = optionKeys<DynamoDBStoreOptions>({
 /**
  * A claiming and transactional store on one DynamoDB table: one item per id, claimed with one
  * conditional `PutItem`, committed in `BatchWriteItem`s of 25, released with a fenced `DeleteItem`.
- * Expiry is decided against the caller's clock. IAM: `DYNAMODB_STORE_ACTIONS` on the table.
+ * Expiry is decided on DynamoDB's own clock (estimated from each answer's `Date`). IAM: `DYNAMODB_STORE_ACTIONS` on the table.
  *
  * @example
  * ```ts
@@ -140,10 +204,15 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
   readonly keyAttribute: string;
   readonly ttlAttribute: string;
   readonly precheck: PrecheckPolicy;
+  readonly maxConcurrentRequests: number;
   /** The client in use (yours, or the one the store created). */
   readonly client: DynamoDBClient;
+  /** DynamoDB's clock as this store estimates it (shared by the stores on one client and local clock). */
+  readonly #clock: ServiceClock;
+  readonly #limiter: RequestLimiter;
+  readonly #send: Send;
   readonly #batch: BatchTarget;
-  readonly #now: () => number;
+  readonly #claims: ClaimTarget;
   readonly #token: () => string;
 
   constructor(options: DynamoDBStoreOptions) {
@@ -165,16 +234,48 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
     const precheck = options.precheck ?? "auto";
     if (!PRECHECK_POLICIES.includes(precheck)) throw new InvalidOptionError("precheck", `must be one of ${PRECHECK_POLICIES.join(", ")}`);
     this.precheck = precheck;
+    const concurrency = options.maxConcurrentRequests ?? DEFAULT_MAX_CONCURRENT_REQUESTS;
+    if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > 10_000) {
+      throw new InvalidOptionError("maxConcurrentRequests", "must be an integer from 1 to 10000");
+    }
+    this.maxConcurrentRequests = concurrency;
+    if (options.now !== undefined && typeof options.now !== "function") throw new InvalidOptionError("now", "must be a function returning epoch milliseconds");
     this.client = options.client ?? new DynamoDBClient(options.clientConfig ?? {});
-    this.#now = options.now ?? Date.now;
+    this.#clock = clockFor(this.client, options.now ?? Date.now);
     this.#token = options.token ?? (() => globalThis.crypto.randomUUID());
+    this.#limiter = new RequestLimiter(concurrency);
+    this.#send = sender(this.client, this.#limiter, this.#clock);
     this.#batch = {
-      client: this.client,
+      send: this.#send,
       table: this.table,
       keyAttribute: this.keyAttribute,
       maxRetries: retries,
       fail: (operation, error) => this.#fail(operation, error),
     };
+    this.#claims = {
+      table: this.table,
+      keyAttribute: this.keyAttribute,
+      ttlAttribute: this.ttlAttribute,
+      clock: this.#clock,
+      token: this.#token,
+      send: this.#send,
+      read: (key) => this.#getItem("claim", key),
+      fail: (operation, error) => this.#fail(operation, error),
+    };
+  }
+
+  /**
+   * DynamoDB's clock minus the local clock (`now`), in ms, as the store estimates it now: the true
+   * offset is within [min, max]. Undefined before the store (or another on the same client and
+   * clock) has had an answer from DynamoDB. For diagnostics: the store uses it by itself.
+   */
+  clockOffset(): OffsetBounds | undefined {
+    return this.#clock.offset();
+  }
+
+  /** Most requests this store has had in flight at once (bench and tests). */
+  get peakConcurrentRequests(): number {
+    return this.#limiter.peak;
   }
 
   /** The partition key value of `id`. */
@@ -199,49 +300,10 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
     };
   }
 
-  async #claimKey(key: string, leaseMs: number, fingerprint: string | undefined): Promise<Claim> {
-    // Twice at most: a GetItem fallback can find the blocking item already gone (then claim again).
-    for (let attempt = 0; ; attempt++) {
-      const now = this.#now();
-      const token = this.#token();
-      const leaseUntil = now + leaseMs;
-      try {
-        await this.client.send(
-          new PutItemCommand({
-            TableName: this.table,
-            Item: {
-              [this.keyAttribute]: { S: key },
-              status: { S: IN_FLIGHT },
-              token: { S: token },
-              leaseUntil: { N: String(leaseUntil) },
-              ...fingerprintAttribute(fingerprint),
-              [this.ttlAttribute]: this.#ttl(leaseUntil),
-            },
-            ConditionExpression: CLAIMABLE,
-            ExpressionAttributeNames: { "#k": this.keyAttribute, "#s": NAMES["#s"], "#l": NAMES["#l"], "#r": NAMES["#r"] },
-            ExpressionAttributeValues: { ":inflight": { S: IN_FLIGHT }, ":done": { S: DONE }, ":now": { N: String(now) } },
-            ReturnValuesOnConditionCheckFailure: "ALL_OLD",
-          }),
-        );
-        return { status: "claimed", token };
-      } catch (error) {
-        if (!isConditionFailure(error)) throw this.#fail("claim", error);
-        let old = error.Item;
-        // An SDK retry of a put that had in fact succeeded meets our own item: we won.
-        if (old?.token?.S === token && old.status?.S === IN_FLIGHT) return { status: "claimed", token };
-        if (old === undefined) old = await this.#getItem("claim", key);
-        const verdict = blockingVerdict(old, now);
-        if (verdict !== undefined) return verdict;
-        // The blocking item vanished or expired between the put and the read (forget, release): claim again.
-        if (attempt >= 2) return { status: "in-flight", retryAfterMs: 0 };
-      }
-    }
-  }
-
   async #getItem(operation: string, key: string): Promise<Item | undefined> {
     try {
-      const answer = await this.client.send(
-        new GetItemCommand({ TableName: this.table, Key: { [this.keyAttribute]: { S: key } }, ConsistentRead: true }),
+      const answer = await this.#send<GetItemCommandOutput>(
+        () => new GetItemCommand({ TableName: this.table, Key: { [this.keyAttribute]: { S: key } }, ConsistentRead: true }),
       );
       return answer.Item;
     } catch (error) {
@@ -251,22 +313,26 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
 
   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
-    return this.#claimKey(await this.#key(id), lease, checkFingerprint(fingerprint));
+    return claimKey(this.#claims, await this.#key(id), lease, checkFingerprint(fingerprint));
   }
 
   /**
-   * The claims in parallel (no batch conditional write exists in DynamoDB), after one consistent
-   * `BatchGetItem` of the ids the precheck policy picks from `hints` (those it shows committed or in
-   * flight are answered by it and not put; ids it does not read are put at once, alongside the read).
-   * When one claim fails, the claims this call won are released before the error is thrown, so
-   * nothing stays leased for nobody.
+   * The claims in parallel (no batch conditional write exists in DynamoDB), at most
+   * `maxConcurrentRequests` in flight, after one consistent `BatchGetItem` of the ids the precheck
+   * policy picks from `hints` (those it shows committed or in flight are answered by it and not put;
+   * ids it does not read are put at once, alongside the read).
+   *
+   * Each id stands alone: an id whose requests fail (throttled after the SDK's retries, an internal
+   * error) answers `{ status: "failed", error }` and the others keep their answers. Nothing is held
+   * for a failed id: a refused put wrote nothing, and after a failure that leaves it unknown (a
+   * timeout, a 500) the store deletes the claim it may have written, fenced by its token.
    */
   async claimMany(
     ids: readonly string[],
     leaseMs?: number,
     fingerprints?: readonly (string | undefined)[],
     hints?: ClaimHints,
-  ): Promise<Claim[]> {
+  ): Promise<BatchClaim[]> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
     const prints = checkFingerprints(fingerprints, ids.length);
     const keys = await Promise.all(ids.map((id) => this.#key(id)));
@@ -279,33 +345,23 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
     });
     const distinct = [...firstIndex.keys()];
     const toRead = new Set(keysToRead(this.precheck, distinct, hints?.redelivered === undefined ? undefined : distinct.map((key) => redelivered.get(key) === true)));
-    const read = toRead.size > 0 ? readBlocking(this.#batch, [...toRead], this.#claimProjection, this.#now) : undefined;
-    const settled = await Promise.allSettled(
-      keys.map(async (key, index): Promise<Claim | undefined> => {
+    const read = toRead.size > 0 ? readBlocking(this.#batch, [...toRead], this.#claimProjection, () => this.#clock.earliest()) : undefined;
+    const answers = await Promise.all(
+      keys.map(async (key, index): Promise<BatchClaim | undefined> => {
         if (firstIndex.get(key) !== index) return undefined;
         if (read !== undefined && toRead.has(key)) {
           const verdict = (await read).get(key);
           if (verdict !== undefined) return verdict;
         }
-        return this.#claimKey(key, lease, prints[index]);
+        return this.#claimOne(key, lease, prints[index]);
       }),
     );
-    const failure = settled.find((answer) => answer.status === "rejected");
-    if (failure !== undefined) {
-      const won = settled.flatMap((answer, index) =>
-        answer.status === "fulfilled" && answer.value?.status === "claimed"
-          ? [{ key: keys[index] as string, token: answer.value.token }]
-          : [],
-      );
-      await Promise.allSettled(won.map((claim) => this.#releaseKey(claim.key, claim.token)));
-      throw (failure as PromiseRejectedResult).reason;
-    }
-    return keys.map((key, index): Claim => {
-      const answer = (settled[index] as PromiseFulfilledResult<Claim | undefined>).value;
+    return keys.map((key, index): BatchClaim => {
+      const answer = answers[index];
       if (answer !== undefined) return answer;
       const first = firstIndex.get(key) as number;
-      const firstAnswer = (settled[first] as PromiseFulfilledResult<Claim>).value;
-      if (firstAnswer.status === "done") return firstAnswer;
+      const firstAnswer = answers[first] as BatchClaim;
+      if (firstAnswer.status === "done" || firstAnswer.status === "failed") return firstAnswer;
       const fingerprint = firstAnswer.status === "claimed" ? prints[first] : firstAnswer.fingerprint;
       return {
         status: "in-flight",
@@ -315,8 +371,32 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
     });
   }
 
-  #doneItem(key: string, now: number, fingerprint: string | undefined): Item {
-    const retainUntil = now + this.retentionMs;
+  /** One id of `claimMany`: its claim, or its own failure (after deleting what a failed put may have left). */
+  async #claimOne(key: string, leaseMs: number, fingerprint: string | undefined): Promise<BatchClaim> {
+    const tokens: string[] = [];
+    const target: ClaimTarget = {
+      ...this.#claims,
+      token: () => {
+        const token = this.#token();
+        tokens.push(token);
+        return token;
+      },
+    };
+    try {
+      return await claimKey(target, key, leaseMs, fingerprint);
+    } catch (error) {
+      const cause = (error as { cause?: unknown }).cause ?? error;
+      const name = cause instanceof Error ? cause.name : "";
+      if (!REFUSED.has(name)) {
+        // The put may have landed (a timeout, a 500): delete our claim if it did, fenced by its token.
+        await Promise.allSettled(tokens.map((token) => this.#releaseKey(key, token)));
+      }
+      return { status: "failed", error };
+    }
+  }
+
+  #doneItem(key: string, base: number, fingerprint: string | undefined): Item {
+    const retainUntil = base + this.retentionMs;
     return {
       [this.keyAttribute]: { S: key },
       status: { S: DONE },
@@ -327,19 +407,19 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
   }
 
   async remember(id: string, fingerprint?: string): Promise<void> {
-    await this.#putDone(await this.#key(id), this.#now(), "remember", checkFingerprint(fingerprint));
+    await this.#putDone(await this.#key(id), "remember", checkFingerprint(fingerprint));
   }
 
-  /** The commit of one key: an unconditional PutItem of the done item. */
-  async #putDone(key: string, now: number, operation: string, fingerprint: string | undefined): Promise<void> {
+  /** The commit of one key: an unconditional PutItem of the done item, retained from the latest DynamoDB's clock can read. */
+  async #putDone(key: string, operation: string, fingerprint: string | undefined): Promise<void> {
     try {
-      await this.client.send(new PutItemCommand({ TableName: this.table, Item: this.#doneItem(key, now, fingerprint) }));
+      await this.#send(() => new PutItemCommand({ TableName: this.table, Item: this.#doneItem(key, this.#clock.deadlineBase(), fingerprint) }));
     } catch (error) {
       throw this.#fail(operation, error);
     }
   }
 
-  /** `BatchWriteItem` in chunks of 25 (sent in parallel); unprocessed items are resent with backoff. */
+  /** `BatchWriteItem` in chunks of 25 (at most `maxConcurrentRequests` in flight); unprocessed items are resent with backoff. */
   async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
     const prints = checkFingerprints(fingerprints, ids.length);
     const keys = await Promise.all(ids.map((id) => this.#key(id)));
@@ -348,25 +428,27 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
     keys.forEach((key, index) => {
       if (byKey.get(key) === undefined) byKey.set(key, prints[index]);
     });
-    const now = this.#now();
     // One commit: a plain PutItem is the same one request, without the batch's unprocessed-items loop.
     if (byKey.size === 1) {
       const [key, fingerprint] = [...byKey][0] as [string, string | undefined];
-      return this.#putDone(key, now, "rememberMany", fingerprint);
+      return this.#putDone(key, "rememberMany", fingerprint);
     }
-    await writeAll(this.#batch, "rememberMany", [...byKey].map(([key, fingerprint]) => this.#doneItem(key, now, fingerprint)));
+    const base = this.#clock.deadlineBase();
+    await writeAll(this.#batch, "rememberMany", [...byKey].map(([key, fingerprint]) => this.#doneItem(key, base, fingerprint)));
   }
 
   async #releaseKey(key: string, token: string): Promise<boolean> {
     try {
-      await this.client.send(
-        new DeleteItemCommand({
-          TableName: this.table,
-          Key: { [this.keyAttribute]: { S: key } },
-          ConditionExpression: OWNED,
-          ExpressionAttributeNames: { "#s": NAMES["#s"], "#t": NAMES["#t"], "#l": NAMES["#l"] },
-          ExpressionAttributeValues: { ":inflight": { S: IN_FLIGHT }, ":token": { S: token }, ":now": { N: String(this.#now()) } },
-        }),
+      await this.#send<DeleteItemCommandOutput>(
+        () =>
+          new DeleteItemCommand({
+            TableName: this.table,
+            Key: { [this.keyAttribute]: { S: key } },
+            ConditionExpression: OWNED,
+            ExpressionAttributeNames: { "#s": NAMES["#s"], "#t": NAMES["#t"], "#l": NAMES["#l"] },
+            // The earliest DynamoDB's clock can read: a lease live by its clock always passes; the token fences.
+            ExpressionAttributeValues: { ":inflight": { S: IN_FLIGHT }, ":token": { S: token }, ":now": { N: String(this.#clock.conditionNow()) } },
+          }),
       );
       return true;
     } catch (error) {
@@ -380,7 +462,7 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
     return this.#releaseKey(await this.#key(id), token);
   }
 
-  /** Fenced deletes in parallel (a batch write cannot carry conditions). Throws the first failure after all were tried. */
+  /** Fenced deletes in parallel (a batch write cannot carry conditions), at most `maxConcurrentRequests` in flight. Throws the first failure after all were tried. */
   async releaseMany(claims: readonly ClaimRef[]): Promise<void> {
     const settled = await Promise.allSettled(claims.map((claim) => this.release(claim.id, claim.token)));
     const failure = settled.find((answer) => answer.status === "rejected");
@@ -389,18 +471,18 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
 
   async seen(id: string): Promise<boolean> {
     const key = await this.#key(id);
-    const now = this.#now();
-    return isSeen(await this.#getItem("seen", key), now);
+    const item = await this.#getItem("seen", key);
+    return isSeen(item, this.#clock.earliest());
   }
 
-  /** Consistent `BatchGetItem` in chunks of 100 (parallel); unprocessed keys are re-read with backoff. */
+  /** Consistent `BatchGetItem` in chunks of 100 (at most `maxConcurrentRequests` in flight); unprocessed keys are re-read with backoff. */
   async seenMany(ids: readonly string[]): Promise<boolean[]> {
     const keys = await Promise.all(ids.map((id) => this.#key(id)));
-    const now = this.#now();
     const found = await readAll(this.#batch, "seenMany", [...new Set(keys)], {
       expression: "#k, #s, #r",
       names: { "#k": this.keyAttribute, "#s": NAMES["#s"], "#r": NAMES["#r"] },
     });
+    const now = this.#clock.earliest();
     return keys.map((key) => isSeen(found.get(key), now));
   }
 
@@ -408,13 +490,13 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
   async inspect(id: string): Promise<IdRecord | null> {
     const key = await this.#key(id);
     const item = await this.#getItem("inspect", key);
-    return idRecord(item, this.#now());
+    return idRecord(item, this.#clock.earliest());
   }
 
   async forget(id: string): Promise<void> {
     const key = await this.#key(id);
     try {
-      await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: { [this.keyAttribute]: { S: key } } }));
+      await this.#send(() => new DeleteItemCommand({ TableName: this.table, Key: { [this.keyAttribute]: { S: key } } }));
     } catch (error) {
       throw this.#fail("forget", error);
     }
@@ -422,10 +504,23 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
 
   /**
    * Transactional mode: the handler's actions (through `tx`) and the fenced commit of the id as ONE
-   * `TransactWriteItems` (transaction.ts).
+   * `TransactWriteItems` (transaction.ts), its fence and retention on DynamoDB's clock.
    */
   transact(claim: FencedClaim, work: (tx: DynamoDBTransaction) => Promise<void>): Promise<void> {
-    const deps = { client: this.client, table: this.table, keyAttribute: this.keyAttribute, ttlAttribute: this.ttlAttribute, retentionMs: this.retentionMs };
-    return transactDynamoDB({ ...deps, now: this.#now, key: (id) => this.#key(id) }, claim, work);
+    return transactDynamoDB(
+      {
+        client: this.client,
+        send: this.#send,
+        table: this.table,
+        keyAttribute: this.keyAttribute,
+        ttlAttribute: this.ttlAttribute,
+        retentionMs: this.retentionMs,
+        now: this.#clock.now,
+        times: this.#clock,
+        key: (id) => this.#key(id),
+      },
+      claim,
+      work,
+    );
   }
 }

@@ -6,7 +6,8 @@
  * ConditionCheck, on any table of the account and region, in the low-level AttributeValue shape.
  * Nothing is sent while it runs. Then one request carries them plus, LAST, the dedupe item's Update
  * to done, conditioned on "in flight under my token, lease live" (`#s = :inflight AND #t = :token
- * AND #l > :now`, items.ts's `OWNED`). `ClientRequestToken` is the claim's token (hashed to 36 characters when longer), so
+ * AND #l > :now`, items.ts's `OWNED`; `:now` the earliest DynamoDB's clock can read, clock.ts, and
+ * the retention counted from the latest). `ClientRequestToken` is the claim's token (hashed to 36 characters when longer), so
  * the SDK's own retries of a request whose answer was lost cannot apply it twice.
  *
  * Outcomes (`TransactionCanceledException.CancellationReasons`, one per action, in order):
@@ -46,6 +47,7 @@ import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionC
 import { storeFailure } from "../../src/store-kit/failures.js";
 import { sha256Base64url } from "../../src/store-kit/keys.js";
 import { DONE, FINGERPRINT, IN_FLIGHT, NAMES, OWNED } from "./items.js";
+import type { Send } from "./send.js";
 
 /**
  * The IAM actions transactional mode adds on the idempotency table: the dedupe item's commit is an
@@ -68,8 +70,15 @@ export interface DynamoDBTransactionDeps {
   readonly ttlAttribute: string;
   /** How long the committed id is remembered. */
   readonly retentionMs: number;
-  /** The clock of the lease check, epoch ms (the store's). */
+  /** The clock of the lease check, epoch ms (the store's). Used only when `times` is not given. */
   readonly now: () => number;
+  /**
+   * DynamoDB's clock as the store estimates it (clock.ts): the fence's `:now` (the earliest it can
+   * read) and where the retention starts (the latest). `DynamoDBStore` always passes it.
+   */
+  readonly times?: { conditionNow(): number; deadlineBase(): number };
+  /** How to send (the store's bounded, clock-sampling sender). Default: `client.send`. */
+  readonly send?: Send;
   /** The partition key value of an id (the store's own key function). */
   readonly key: (id: string) => Promise<string>;
   /** Attribute the claim's fingerprint is kept in. Default `fp`, the store's own (items.ts). */
@@ -133,13 +142,13 @@ export async function transactDynamoDB(
   validate(deps, key, actions);
   const maxRetries = deps.maxTransactionRetries ?? 3;
   for (let attempt = 0; ; attempt += 1) {
-    const command = new TransactWriteItemsCommand({
+    const input = {
       TransactItems: [...actions, { Update: commitUpdate(deps, key, claim) }],
       ClientRequestToken: await requestToken(claim.token, attempt),
-    });
+    };
     let error: unknown;
     try {
-      await sendCommand(deps.client, command);
+      await sendCommand(deps, () => new TransactWriteItemsCommand(input));
       return;
     } catch (caught) {
       error = caught;
@@ -169,10 +178,11 @@ export async function transactDynamoDB(
 }
 
 /** Sends the command; a TransactionInProgressException (our own request still running) waits and resends it as it is. */
-async function sendCommand(client: DynamoDBClient, command: TransactWriteItemsCommand): Promise<void> {
+async function sendCommand(deps: DynamoDBTransactionDeps, build: () => TransactWriteItemsCommand): Promise<void> {
   for (let wait = 0; ; wait += 1) {
     try {
-      await client.send(command);
+      if (deps.send !== undefined) await deps.send(build);
+      else await deps.client.send(build());
       return;
     } catch (error) {
       if (!(error instanceof Error && error.name === "TransactionInProgressException") || wait >= 5) throw error;
@@ -183,8 +193,10 @@ async function sendCommand(client: DynamoDBClient, command: TransactWriteItemsCo
 
 /** The dedupe item's Update to done (the layout of items.ts), conditioned on `OWNED`: "in flight under my token, lease live". */
 function commitUpdate(deps: DynamoDBTransactionDeps, key: string, claim: FencedClaim): Update {
-  const now = deps.now();
-  const retainUntil = now + deps.retentionMs;
+  // The fence's `:now` is the earliest DynamoDB's clock can read: a lease still live by its clock always
+  // passes (the token is what fences a taken-over claim); the retention starts at the latest it can read.
+  const now = deps.times === undefined ? deps.now() : deps.times.conditionNow();
+  const retainUntil = (deps.times === undefined ? now : deps.times.deadlineBase()) + deps.retentionMs;
   const names: Record<string, string> = { "#s": NAMES["#s"], "#t": NAMES["#t"], "#l": NAMES["#l"], "#r": NAMES["#r"], "#x": deps.ttlAttribute };
   const values: Record<string, AttributeValue> = {
     ":done": { S: DONE },

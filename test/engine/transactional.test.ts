@@ -13,6 +13,7 @@ import { FenceLostError } from "../../src/errors.js";
 import { txOf } from "../../src/transaction.js";
 import { sqsHandler } from "../../handlers/lambda-sqs.js";
 import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
+import { warmClock } from "../support/dynamodb-clock.js";
 import { lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { seededRandom } from "../../scripts/storm.js";
 import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
@@ -32,6 +33,8 @@ beforeAll(async () => {
   await pool.query("CREATE TABLE IF NOT EXISTS tx_effects (message_id text NOT NULL, run text NOT NULL)");
   await createIdempotencyTable(dynamo, idempotencyTableDefinition(TABLE));
   await createIdempotencyTable(dynamo, idempotencyTableDefinition(EFFECTS));
+  // DynamoDBStore's leases are on DynamoDB's clock: warmed, they are within a few ms of what is asked (these tests time 200 ms leases).
+  await warmClock(dynamo, TABLE);
 });
 afterAll(async () => {
   // A handler hung past the deadline keeps its connection (Lambda would freeze or kill it): do not wait for it.

@@ -56,7 +56,13 @@ const ODD_FINGERPRINTS: readonly string[] = [
 const fields = (value: object | null | undefined): string[] => Object.keys(value ?? {}).sort();
 
 async function claimAll(store: ClaimingStore, ids: string[], fingerprints?: (string | undefined)[]): Promise<Claim[]> {
-  if (store.claimMany) return store.claimMany(ids, undefined, fingerprints);
+  if (store.claimMany) {
+    // A healthy backend decides every id: a per-id `ClaimFailure` here is a test failure.
+    return (await store.claimMany(ids, undefined, fingerprints)).map((answer) => {
+      if (answer.status === "failed") throw new Error(`claimMany failed one id: ${String(answer.error)}`);
+      return answer;
+    });
+  }
   return Promise.all(ids.map((id, i) => store.claim(id, undefined, fingerprints?.[i])));
 }
 

@@ -13,6 +13,7 @@ import { storeKey } from "../../../src/store-kit/keys.js";
 import { DYNAMODB_MAX_KEY_BYTES, DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../../entry/dynamodb.js";
 import { type DynamoDBTransaction, type DynamoDBTransactionDeps, transactDynamoDB } from "../../../stores/dynamodb/transaction.js";
 import { localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
+import { warmClock } from "../../support/dynamodb-clock.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const suffix = Date.now().toString(36);
@@ -23,6 +24,8 @@ const client = new DynamoDBClient(localClientConfig(endpoint));
 
 beforeAll(async () => {
   await createIdempotencyTable(client, idempotencyTableDefinition(table));
+  // Stores on `client` know DynamoDB's clock closely: these tests time 100-150 ms leases (test/support/dynamodb-clock.ts).
+  await warmClock(client, table);
   await client.send(
     new CreateTableCommand({
       TableName: effects,
@@ -46,7 +49,7 @@ let counter = 0;
 function setup(overrides: Partial<DynamoDBTransactionDeps> = {}) {
   counter += 1;
   const namespace = `tx-${suffix}-${counter}`;
-  const storeClient = overrides.client ?? new DynamoDBClient(localClientConfig(endpoint));
+  const storeClient = overrides.client ?? client;
   const store = new DynamoDBStore({ table, namespace, client: storeClient });
   const deps: DynamoDBTransactionDeps = {
     client: storeClient,

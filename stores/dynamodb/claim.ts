@@ -1,0 +1,163 @@
+/**
+ * One claim of one key on DynamoDB, on DynamoDB's clock (clock.ts) rather than the caller's.
+ *
+ * The request is today's ONE conditional `PutItem` (wins when the item is absent, its lease has
+ * ended, or its retention has ended; `ReturnValuesOnConditionCheckFailure: ALL_OLD` answers done /
+ * in-flight in the same round trip), with two differences:
+ *
+ * - its times come from the service-clock estimate: `:now` is the EARLIEST DynamoDB's clock can
+ *   read (no lease is taken before it has ended by DynamoDB's clock), the lease written starts at
+ *   the LATEST it can read (no lease is shorter than asked). At a cold start (no estimate yet) `:now`
+ *   is 0 — only an absent item can be won — and the lease starts at the local clock + 1.5 s;
+ * - it also asks `ReturnValues: ALL_OLD` (free: no read capacity, no extra request), so a win
+ *   returns the item it replaced. The answer's own `Date` header refines the estimate, and the win is
+ *   checked against it: an item replaced while it may still have been live (the estimate was off: a
+ *   clock stepped, the process was frozen) is put back, conditioned on our token, and the claim is
+ *   answered in-flight or done; a lease written too short (or more than 2 s too long) is rewritten,
+ *   conditioned on our token. Those corrections cost one request, only when a clock was wrong.
+ *
+ * Bounds (with DynamoDB's `Date` truncated to the second, and clock rates within 200 ppm between
+ * samples): a claim never wins a lease that is live by DynamoDB's clock; a lease is recorded to end
+ * no earlier than `leaseMs` after the claim was sent and no later than 2 s + the estimate's width
+ * (≤ 1 s + one round trip; a few ms once the estimate has seen a second boundary) after that.
+ *
+ * What this is *not*: a lock client. A won claim is a lease, not a heartbeat: nothing extends it
+ * while the handler runs.
+ */
+import { PutItemCommand, type PutItemCommandOutput } from "@aws-sdk/client-dynamodb";
+import type { Claim } from "../../src/contract.js";
+import { DATE_RESOLUTION_MS, type ServiceClock } from "./clock.js";
+import { CLAIMABLE, DONE, IN_FLIGHT, type Item, NAMES, blockingVerdict, fingerprintAttribute, isConditionFailure } from "./items.js";
+
+/** How much longer than needed a lease may be recorded before the claim rewrites it (ms). */
+export const MAX_LEASE_EXCESS_MS = 2 * DATE_RESOLUTION_MS;
+/** Puts one claim may send before answering in-flight (a blocking item that keeps vanishing). */
+const MAX_PUTS = 3;
+/** The condition of every correction: the item is still our in-flight claim. */
+const STILL_OURS = "#s = :inflight AND #t = :token";
+
+/** What a claim needs of the store. */
+export interface ClaimTarget {
+  readonly table: string;
+  readonly keyAttribute: string;
+  readonly ttlAttribute: string;
+  readonly clock: ServiceClock;
+  /** A fresh fencing token. */
+  token(): string;
+  /** Sends the command `build` returns, built once a request slot is free (limiter.ts), sampling the clock. */
+  send<T>(build: () => PutItemCommand): Promise<T>;
+  /** Consistent read of one key (the fallback for an emulator that returns no ALL_OLD item). */
+  read(key: string): Promise<Item | undefined>;
+  /** Maps a failure to the store's `StoreUnavailableError`. */
+  fail(operation: string, error: unknown): Error;
+}
+
+function ttl(deadlineMs: number): { N: string } {
+  return { N: String(Math.ceil(deadlineMs / 1000)) };
+}
+
+/** The in-flight item of a claim. */
+function claimItem(target: ClaimTarget, key: string, token: string, leaseUntil: number, fingerprint: string | undefined): Item {
+  return {
+    [target.keyAttribute]: { S: key },
+    status: { S: IN_FLIGHT },
+    token: { S: token },
+    leaseUntil: { N: String(leaseUntil) },
+    ...fingerprintAttribute(fingerprint),
+    [target.ttlAttribute]: ttl(leaseUntil),
+  };
+}
+
+/** A put of `item` that only lands while the key still holds our in-flight claim (`token`). */
+function correction(target: ClaimTarget, item: Item, token: string): PutItemCommand {
+  return new PutItemCommand({
+    TableName: target.table,
+    Item: item,
+    ConditionExpression: STILL_OURS,
+    ExpressionAttributeNames: { "#s": NAMES["#s"], "#t": NAMES["#t"] },
+    ExpressionAttributeValues: { ":inflight": { S: IN_FLIGHT }, ":token": { S: token } },
+  });
+}
+
+/** Claims `key` for `leaseMs`: claimed (with a token), done or in-flight. Throws the store's error. */
+export async function claimKey(target: ClaimTarget, key: string, leaseMs: number, fingerprint: string | undefined): Promise<Claim> {
+  for (let put = 1; ; put += 1) {
+    const token = target.token();
+    let sentAt = 0;
+    let leaseUntil = 0;
+    let replaced: Item | undefined;
+    try {
+      const answer = await target.send<PutItemCommandOutput>(() => {
+        // Times are read once the request can go out: a claim queued behind others gets its full lease.
+        sentAt = target.clock.now();
+        const now = target.clock.conditionNow();
+        leaseUntil = target.clock.deadlineBase() + leaseMs;
+        return new PutItemCommand({
+          TableName: target.table,
+          Item: claimItem(target, key, token, leaseUntil, fingerprint),
+          ConditionExpression: CLAIMABLE,
+          ExpressionAttributeNames: { "#k": target.keyAttribute, "#s": NAMES["#s"], "#l": NAMES["#l"], "#r": NAMES["#r"] },
+          ExpressionAttributeValues: { ":inflight": { S: IN_FLIGHT }, ":done": { S: DONE }, ":now": { N: String(now) } },
+          ReturnValues: "ALL_OLD",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        });
+      });
+      replaced = answer.Attributes;
+    } catch (error) {
+      if (!isConditionFailure(error)) throw target.fail("claim", error);
+      let blocking = error.Item;
+      // An SDK retry of a put that had in fact landed meets our own item: we won (what the first
+      // attempt replaced is unknown; it was claimable by the estimate the put was sent with).
+      if (!(blocking?.token?.S === token && blocking.status?.S === IN_FLIGHT)) {
+        if (blocking === undefined) blocking = await target.read(key);
+        const verdict = blockingVerdict(blocking, target.clock.earliest());
+        if (verdict !== undefined) return verdict;
+        // The blocking item is gone or has ended (forget, release, or a cold start's `:now` of 0): put again.
+        if (put >= MAX_PUTS) return { status: "in-flight", retryAfterMs: 0 };
+        continue;
+      }
+    }
+    return checkWin(target, key, token, fingerprint, { sentAt, leaseMs, leaseUntil, replaced });
+  }
+}
+
+/** A won put, checked against the estimate its own answer just refined. */
+async function checkWin(
+  target: ClaimTarget,
+  key: string,
+  token: string,
+  fingerprint: string | undefined,
+  win: { sentAt: number; leaseMs: number; leaseUntil: number; replaced: Item | undefined },
+): Promise<Claim> {
+  const bounds = target.clock.offset(win.sentAt) ?? { min: 0, max: 0 };
+  // The earliest DynamoDB's clock can have read when it decided the put.
+  const decidedAt = win.sentAt + bounds.min;
+  if (win.replaced !== undefined && blockingVerdict(win.replaced, decidedAt) !== undefined) {
+    return giveBack(target, token, win.replaced);
+  }
+  const needed = Math.ceil(win.sentAt + bounds.max) + win.leaseMs;
+  if (win.leaseUntil >= needed && win.leaseUntil <= needed + MAX_LEASE_EXCESS_MS) return { status: "claimed", token };
+  // Written from a clock that was wrong (a cold start on a skewed host, a step): rewrite the lease.
+  try {
+    await target.send(() => correction(target, claimItem(target, key, token, needed, fingerprint), token));
+    return { status: "claimed", token };
+  } catch (error) {
+    // Already not ours (the short lease was taken, or the id forgotten): we never ran, nothing to undo.
+    if (isConditionFailure(error)) return { status: "in-flight", retryAfterMs: 0 };
+    // Too long only: run; the commit or the release ends it (a crash leaves it to its lease).
+    if (win.leaseUntil > needed) return { status: "claimed", token };
+    // Too short and not fixed: another consumer may take it while we run. Fail closed.
+    throw target.fail("claim", error);
+  }
+}
+
+/** Puts back the item a claim replaced while it may still have been live, and answers what it says. */
+async function giveBack(target: ClaimTarget, token: string, replaced: Item): Promise<Claim> {
+  try {
+    await target.send(() => correction(target, replaced, token));
+  } catch (error) {
+    // Our claim is gone already (its owner committed, or the id was forgotten): nothing to give back.
+    if (!isConditionFailure(error)) throw target.fail("claim", error);
+  }
+  return blockingVerdict(replaced, target.clock.earliest()) ?? { status: "in-flight", retryAfterMs: 0 };
+}

@@ -1,0 +1,221 @@
+/**
+ * The service-clock estimator of DynamoDBStore (stores/dynamodb/clock.ts), without a backend: a
+ * simulated service whose `Date` header is its clock truncated to the second, reached over requests
+ * of random latency from a local clock that is off by a known amount (0, ±30 s, ±10 min).
+ * Properties: the true offset is always inside the bounds; the bounds narrow to about one round
+ * trip once answers straddle a second boundary; they widen with the drift allowance while idle; a
+ * step of either clock is survived (an empty intersection resets, a local step is seen through the
+ * monotonic clock); answers without a usable Date teach nothing (and a store that never gets one
+ * falls back to its local clock). The store's side (DynamoDB Local) is in skew.test.ts.
+ */
+import { describe, expect, it } from "vitest";
+import {
+  COLD_START_PAD_MS,
+  CLOCK_STEP_TOLERANCE_MS,
+  type CommandWithStack,
+  DATE_RESOLUTION_MS,
+  ServiceClock,
+  parseHttpDate,
+  sampledBy,
+} from "../../../stores/dynamodb/clock.js";
+
+/** A local clock and a monotonic clock that move together, unless a test steps the local one. */
+class Clocks {
+  local = 1_767_225_600_000 + 123;
+  mono = 5_000;
+  advance(ms: number): void {
+    this.local += ms;
+    this.mono += ms;
+  }
+}
+
+/** Deterministic pseudo-random numbers (a test must be reproducible). */
+function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state * 1_664_525 + 1_013_904_223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+const httpDate = (ms: number) => new Date(Math.floor(ms / DATE_RESOLUTION_MS) * DATE_RESOLUTION_MS).toUTCString();
+
+/** One request: `up` ms to the service, which stamps its clock (local + offset), `down` ms back. */
+function request(clock: ServiceClock, clocks: Clocks, offset: number, up: number, down: number): void {
+  const sentAt = clocks.local;
+  clocks.advance(up);
+  const stamp = httpDate(clocks.local + offset);
+  clocks.advance(down);
+  clock.observe(sentAt, clocks.local, stamp);
+}
+
+function make(clocks: Clocks, driftPpm?: number): ServiceClock {
+  return new ServiceClock({ now: () => clocks.local, monotonic: () => clocks.mono, ...(driftPpm === undefined ? {} : { driftPpm }) });
+}
+
+describe("ServiceClock", () => {
+  it("knows nothing before the first answer: conditions see no lease as ended, deadlines are padded", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    expect(clock.offset()).toBeUndefined();
+    expect(clock.conditionNow()).toBe(0);
+    expect(clock.deadlineBase()).toBe(clocks.local + COLD_START_PAD_MS);
+    expect(clock.earliest()).toBe(clocks.local);
+    expect(clock.samples).toBe(0);
+  });
+
+  it("bounds the offset by one answer: D − received ≤ offset < D + 1 s − sent", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    const sentAt = clocks.local;
+    clocks.advance(4);
+    const stamp = clocks.local + 30_000; // service 30 s ahead
+    clocks.advance(6);
+    clock.observe(sentAt, clocks.local, httpDate(stamp));
+    const server = Math.floor(stamp / 1000) * 1000;
+    expect(clock.offset(clocks.local)).toEqual({ min: server - clocks.local, max: server + 1000 - sentAt });
+    expect(clock.conditionNow()).toBe(Math.floor(clocks.local + server - clocks.local));
+    expect(clock.deadlineBase()).toBe(Math.ceil(clocks.local + server + 1000 - sentAt));
+  });
+
+  for (const skew of [0, 30_000, -30_000, 600_000, -600_000]) {
+    it(`always holds the true offset, and narrows to about a round trip (local clock off by ${skew / 1000} s)`, () => {
+      const clocks = new Clocks();
+      const clock = make(clocks);
+      const next = random(1000 + skew);
+      const offset = -skew; // service − local
+      let narrowest = Number.POSITIVE_INFINITY;
+      for (let i = 0; i < 400; i += 1) {
+        request(clock, clocks, offset, 1 + next() * 8, 1 + next() * 8);
+        const bounds = clock.offset() as { min: number; max: number };
+        expect(bounds.min, `sample ${i}`).toBeLessThanOrEqual(offset);
+        expect(bounds.max, `sample ${i}`).toBeGreaterThanOrEqual(offset);
+        narrowest = Math.min(narrowest, bounds.max - bounds.min);
+        clocks.advance(next() * 40);
+      }
+      // 400 requests over ~12 s straddle many second boundaries: the width is about one round trip.
+      expect(narrowest).toBeLessThan(20);
+      const end = clock.offset() as { min: number; max: number };
+      expect(end.max - end.min).toBeLessThan(30);
+      // The conditions' `:now` is never ahead of the service; deadlines never start before it.
+      expect(clock.conditionNow()).toBeLessThanOrEqual(clocks.local + offset);
+      expect(clock.deadlineBase()).toBeGreaterThanOrEqual(clocks.local + offset);
+    });
+  }
+
+  it("widens by the drift allowance while idle (200 ppm by default), both ways", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    const next = random(7);
+    for (let i = 0; i < 200; i += 1) {
+      request(clock, clocks, 0, 2 + next() * 3, 2 + next() * 3);
+      clocks.advance(next() * 30);
+    }
+    const fresh = clock.offset() as { min: number; max: number };
+    clocks.advance(3_600_000);
+    const hourLater = clock.offset() as { min: number; max: number };
+    expect(fresh.min - hourLater.min).toBeCloseTo(720, 0);
+    expect(hourLater.max - fresh.max).toBeCloseTo(720, 0);
+    const strict = make(clocks, 10);
+    request(strict, clocks, 0, 3, 3);
+    const before = strict.offset() as { min: number; max: number };
+    const after = strict.offset(clocks.local + 1_000_000) as { min: number; max: number };
+    expect(after.max - before.max).toBeCloseTo(10, 0);
+  });
+
+  it("survives a step of the service's clock: the contradicting answer resets the estimate to itself", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    for (let i = 0; i < 100; i += 1) {
+      request(clock, clocks, 0, 3, 3);
+      clocks.advance(37);
+    }
+    request(clock, clocks, 5_000, 3, 3);
+    const bounds = clock.offset() as { min: number; max: number };
+    expect(bounds.min).toBeLessThanOrEqual(5_000);
+    expect(bounds.max).toBeGreaterThanOrEqual(5_000);
+    expect(bounds.max - bounds.min).toBeLessThanOrEqual(DATE_RESOLUTION_MS + 6);
+  });
+
+  it("drops the estimate when the local clock steps (seen against the monotonic clock), and relearns", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    for (let i = 0; i < 60; i += 1) {
+      request(clock, clocks, 0, 3, 3);
+      clocks.advance(41);
+    }
+    expect(clock.offset()).toBeDefined();
+    clocks.local += CLOCK_STEP_TOLERANCE_MS - 10; // under the tolerance: kept
+    expect(clock.offset()).toBeDefined();
+    clocks.local += 30_000; // NTP stepped the clock 30 s: the old offset is wrong by 30 s
+    expect(clock.offset()).toBeUndefined();
+    expect(clock.conditionNow()).toBe(0);
+    request(clock, clocks, -30_000 - (CLOCK_STEP_TOLERANCE_MS - 10), 3, 3);
+    const bounds = clock.offset() as { min: number; max: number };
+    expect(bounds.min).toBeLessThanOrEqual(-30_090);
+    expect(bounds.max).toBeGreaterThanOrEqual(-30_090);
+  });
+
+  it("learns nothing from an answer without a usable Date, a cached one (Age), or a local clock gone back", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    clock.observe(clocks.local, clocks.local + 5, httpDate(clocks.local), "12");
+    expect(clock.offset()).toBeUndefined();
+    clock.observe(clocks.local, clocks.local - 5, httpDate(clocks.local));
+    expect(clock.offset()).toBeUndefined();
+    // No Date at all (an emulator that sends none): the local clock, offset 0, is all there is.
+    clock.observe(clocks.local, clocks.local + 5, undefined);
+    expect(clock.offset()).toEqual({ min: 0, max: 0 });
+    expect(clock.samples).toBe(0);
+    // A Date later on is used.
+    request(clock, clocks, 60_000, 3, 3);
+    expect((clock.offset() as { min: number }).min).toBeGreaterThan(58_000);
+    // Once known, a dateless answer changes nothing.
+    const known = clock.offset();
+    clock.observe(clocks.local, clocks.local + 5, "Thu, 03 Dec 2026 14:06:18 GMT, Thu, 03 Dec 2026 14:06:18 GMT");
+    expect(clock.offset()).toEqual(known);
+    clock.reset();
+    expect(clock.offset()).toBeUndefined();
+  });
+
+  it("parses IMF-fixdate only", () => {
+    expect(parseHttpDate("Thu, 03 Dec 2026 14:06:18 GMT")).toBe(Date.UTC(2026, 11, 3, 14, 6, 18));
+    expect(parseHttpDate(" Thu, 03 Dec 2026 14:06:18 GMT ")).toBe(Date.UTC(2026, 11, 3, 14, 6, 18));
+    for (const bad of [undefined, "", "yesterday", "2026-12-03T14:06:18Z", "Thu, 03 Dec 2026 14:06:18 GMT, Thu, 03 Dec 2026 14:06:18 GMT", "Thu, 31 Feb 2026 99:99:99 GMT"]) {
+      expect(parseHttpDate(bad), String(bad)).toBeUndefined();
+    }
+  });
+});
+
+describe("sampledBy", () => {
+  /** A command's middleware stack, as far as sampledBy touches it. */
+  function fakeCommand() {
+    const added: { middleware: Parameters<CommandWithStack["middlewareStack"]["add"]>[0]; options: unknown }[] = [];
+    const command: CommandWithStack = { middlewareStack: { add: (middleware, options) => void added.push({ middleware, options }) } };
+    return { command, added };
+  }
+
+  it("adds ONE middleware to the command, below the deserializer, that samples every attempt's raw answer", async () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    const { command, added } = fakeCommand();
+    sampledBy(command, clock);
+    sampledBy(command, clock);
+    expect(added).toHaveLength(1);
+    expect(added[0]?.options).toEqual({ step: "deserialize", priority: "low", name: "babelqueueServiceClock" });
+    const handler = added[0]?.middleware(async () => {
+      clocks.advance(10);
+      // A failed condition's raw answer (status 400) carries the Date too: the middleware sees it before the deserializer throws.
+      return { response: { statusCode: 400, headers: { Date: httpDate(clocks.local + 120_000) } } };
+    });
+    await handler?.({});
+    const bounds = clock.offset() as { min: number; max: number };
+    expect(bounds.min).toBeGreaterThan(118_000);
+    expect(bounds.max).toBeLessThanOrEqual(121_000);
+    // An answer without headers (a transport that gives none) passes through untouched.
+    const bare = fakeCommand();
+    sampledBy(bare.command, clock);
+    const result = await bare.added[0]?.middleware(async () => ({ response: undefined }))({});
+    expect(result).toEqual({ response: undefined });
+  });
+});
