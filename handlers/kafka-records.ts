@@ -33,7 +33,7 @@ export const ATTEMPTS_HEADER = "bq-attempts";
 export interface KafkaRecordView {
   /** The record as Lambda delivered it (possibly malformed). */
   readonly record: MSKRecord;
-  /** "<topic>-<partition>", the partial batch response's `partition`, or undefined if unknown. */
+  /** `<topic>-<partition>`, the partial batch response's `partition`, or undefined if unknown. */
   readonly partition: string | undefined;
   /** The record's offset, or undefined if unknown. */
   readonly offset: number | undefined;
@@ -111,7 +111,7 @@ function valueBytes(raw: unknown): Uint8Array | string {
   return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
 }
 
-/** One record, read; `key` is the "<topic>-<partition>" it sits under in the event. */
+/** One record, read; `key` is the `<topic>-<partition>` it sits under in the event. */
 export function viewOf(raw: unknown, key: string): KafkaRecordView {
   const record = (isObject(raw) ? raw : {}) as Record<string, unknown>;
   const topic = own(record, "topic");

@@ -66,7 +66,7 @@ export type KafkaEvent = MSKEvent | SelfManagedKafkaEvent;
 /** One Kafka record as Lambda delivers it (the MSK and self-managed shapes are the same). */
 export type KafkaRecord = MSKRecord;
 
-/** One record Lambda should deliver again: its partition ("<topic>-<partition>") and offset. */
+/** One record Lambda should deliver again: its partition (`<topic>-<partition>`) and offset. */
 export interface KafkaBatchItemFailure {
   itemIdentifier: { partition: string; offset: number };
 }
