@@ -184,7 +184,7 @@ async function info(port: number, section: string): Promise<string> {
   admin.on("error", () => {});
   try {
     await admin.connect();
-    return (await admin.call(...(section === "cluster" ? ["CLUSTER", "INFO"] : ["INFO", section]))) as string;
+    return (section === "cluster" ? await admin.call("CLUSTER", "INFO") : await admin.call("INFO", section)) as string;
   } finally {
     admin.disconnect();
   }

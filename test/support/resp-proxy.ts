@@ -27,7 +27,7 @@ export interface RespProxy {
 
 /** Streams RESP arrays of bulk strings and hands each complete command to `onCommand`. */
 class RespReader {
-  #buffer = Buffer.alloc(0);
+  #buffer: Buffer = Buffer.alloc(0);
   constructor(private readonly onCommand: (parts: string[]) => void) {}
 
   push(chunk: Buffer): void {
