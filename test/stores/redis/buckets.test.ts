@@ -65,9 +65,11 @@ describe("the bucket of an id", () => {
 });
 
 describe("changing the bucket count with remembered ids", () => {
-  for (const before of [{ buckets: 4 }, { hashTag: true }] as const) {
-    const label = "buckets" in before ? `${before.buckets} buckets` : "hashTag: true";
-    const previousBuckets = "buckets" in before ? before.buckets : 1;
+  const changes: { label: string; before: { buckets: number } | { hashTag: true }; previousBuckets: number }[] = [
+    { label: "4 buckets", before: { buckets: 4 }, previousBuckets: 4 },
+    { label: "hashTag: true", before: { hashTag: true }, previousBuckets: 1 },
+  ];
+  for (const { label, before, previousBuckets } of changes) {
     it(`remembers 10,000 ids under ${label}, changes to 16 buckets: redelivering all runs 0 effects again`, { timeout: 120_000 }, async () => {
       const ns = namespace("grow");
       const ids = idRange("order", 10_000);
