@@ -234,7 +234,9 @@ function makePipeline(router: Router): ScriptPipeline {
       let pending = calls.map((_, i) => i);
       let pause = 0;
       for (let round = 0; pending.length > 0; round += 1) {
-        if (round > 0 && (round >= MOST_ROUNDS || Date.now() + pause > options.deadline)) {
+        // A pause (TRYAGAIN and the like) must fit before the deadline; MOVED, ASK and NOSCRIPT are
+        // sent again at once (bounded by MOST_ROUNDS), so a late quiet release still reaches Redis.
+        if (round >= MOST_ROUNDS || (pause > 0 && Date.now() + pause > options.deadline)) {
           for (const index of pending) outcomes[index] = { ok: false, error: states[index]?.lastError };
           break;
         }

@@ -267,14 +267,13 @@ export class RedisStore implements ClaimingStore {
       ids.map((_, i) => i),
     );
     if (result.error === undefined) return result.values as Claim[];
-    // Part of the step answered: give back what it won, so those ids are not held for a lease.
-    const won = result.values.flatMap((claim, i) => (claim?.status === "claimed" ? [i] : []));
-    if (won.length > 0) {
-      await releaseQuietly(
-        pick(idKeys, won).map((k) => k.current),
-        pick(tokens, won),
-      );
-    }
+    // Give back what the step won — and what it may still win: a claim whose call failed or timed
+    // out can land later (a client resends what it queued once it reconnects); the release, fenced
+    // by the same tokens and sent after the claims, then undoes it instead of a lease-long block.
+    await releaseQuietly(
+      idKeys.map((k) => k.current),
+      tokens,
+    );
     throw result.error;
   }
 

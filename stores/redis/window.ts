@@ -38,7 +38,11 @@ export interface WindowKeys<K> {
 export interface WindowSteps<K> {
   /** Claims these keys with these tokens (positions align); per key an answer, or undefined where its call failed. */
   claim(keys: readonly K[], tokens: readonly string[], positions: readonly number[]): Promise<{ values: (Claim | undefined)[]; error?: StoreUnavailableError }>;
-  /** Releases these keys fenced by these tokens, quietly (a failure leaves the claims to expire with their lease). */
+  /**
+   * Releases these keys fenced by these tokens, quietly (a failure leaves the claims to expire with
+   * their lease). Sent after the claims on the same connections, so it also undoes a claim whose
+   * call failed but still lands (ioredis resends what it had queued once it reconnects).
+   */
   releaseQuietly(keys: readonly K[], tokens: readonly string[]): Promise<void>;
 }
 
@@ -52,8 +56,11 @@ export async function claimAcrossWindow<K>(ids: readonly WindowKeys<K>[], tokens
   );
   const won = (answer: Claim | undefined) => answer?.status === "claimed";
   if (first.error !== undefined) {
-    const held = everyPosition.filter((i) => won(first.values[i]));
-    await steps.releaseQuietly(pick(ids, held).map((id) => id.old), pick(tokens, held));
+    // Every token, not only the claims known to have won: a call that failed may still land.
+    await steps.releaseQuietly(
+      ids.map((id) => id.old),
+      tokens,
+    );
     throw first.error;
   }
   const answers = first.values as Claim[];
@@ -66,10 +73,9 @@ export async function claimAcrossWindow<K>(ids: readonly WindowKeys<K>[], tokens
   );
   if (second.error !== undefined) {
     const oldHeld = everyPosition.filter((i) => won(answers[i]));
-    const newHeld = moved.filter((_, j) => won(second.values[j]));
     await steps.releaseQuietly(
-      [...pick(ids, oldHeld).map((id) => id.old), ...pick(ids, newHeld).map((id) => id.current)],
-      [...pick(tokens, oldHeld), ...pick(tokens, newHeld)],
+      [...pick(ids, oldHeld).map((id) => id.old), ...pick(ids, moved).map((id) => id.current)],
+      [...pick(tokens, oldHeld), ...pick(tokens, moved)],
     );
     throw second.error;
   }
