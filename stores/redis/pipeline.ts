@@ -52,6 +52,8 @@ export interface IoredisCluster {
   refreshSlotsCache(callback?: (error?: Error | null) => void): void;
   delayUntilReady(callback: (error?: Error | null) => void): void;
   connect(): Promise<void>;
+  once(event: "ready", listener: () => void): unknown;
+  off(event: "ready", listener: () => void): unknown;
 }
 
 /** True for something that looks like an ioredis client with pipelines. */
@@ -144,12 +146,33 @@ function serverRouter(redis: IoredisNode): Router {
 }
 
 function clusterRouter(cluster: IoredisCluster): Router {
+  /** One wait for the slot map shared by every step that needs it (no listener per step). */
+  let waiting: Promise<void> | undefined;
+  const slotMapKnown = () => cluster.slots.some((owners) => owners !== undefined && owners.length > 0);
   return {
     cluster: true,
     ready: () => {
-      if (cluster.status === "ready") return Promise.resolve();
+      // "connect": the slot map is in, the ready check still running; the nodes queue commands meanwhile.
+      if (cluster.status === "ready" || (cluster.status === "connect" && slotMapKnown())) return Promise.resolve();
+      if (cluster.status === "end") return Promise.reject(new Error("the cluster client is closed"));
       if (cluster.status === "wait") cluster.connect().catch(() => {});
-      return new Promise<void>((resolve, reject) => cluster.delayUntilReady((error) => (error ? reject(error) : resolve())));
+      // ioredis calls the delayed callbacks when a connection attempt has the slot map (or fails),
+      // not when a later ready check passes: wait for whichever comes first, "ready" included.
+      waiting ??= new Promise<void>((resolve, reject) => {
+        let settled = false;
+        const settle = (error?: Error | null) => {
+          if (settled) return;
+          settled = true;
+          cluster.off("ready", onReady);
+          waiting = undefined;
+          if (error) reject(error);
+          else resolve();
+        };
+        const onReady = () => settle();
+        cluster.once("ready", onReady);
+        cluster.delayUntilReady((error) => settle(error));
+      });
+      return waiting;
     },
     route: (call) => {
       const key = call.keys[0];

@@ -151,6 +151,25 @@ describe("scale-out on a 3-master cluster: keys per master, scripts and round tr
   }
 });
 
+describe("a client still connecting", () => {
+  for (const status of ["connecting", "connect"] as const) {
+    it(`answers a step sent while the Cluster client is "${status}" (no wait for a ready it already passed)`, async () => {
+      const fresh = new Cluster(seeds);
+      fresh.on("error", () => {});
+      const store = new RedisStore({ client: ioredisScriptClient(fresh), namespace: `fresh-${status}-${Date.now().toString(36)}`, buckets: 16, timeoutMs: 3_000 });
+      await new Promise<void>((resolve) => {
+        const check = () => (fresh.status === status ? resolve() : setImmediate(check));
+        check();
+      });
+      const started = Date.now();
+      const claims = await store.claimMany(idRange("c", 20));
+      expect(claims.every((claim) => claim.status === "claimed")).toBe(true);
+      expect(Date.now() - started).toBeLessThan(2_000);
+      fresh.disconnect();
+    });
+  }
+});
+
 describe("slots", () => {
   it("computes every key's slot as the server does (hash tags included)", async () => {
     const store = new RedisStore({ client: ioredisScriptClient(cluster), namespace: "slots", buckets: 64 });
