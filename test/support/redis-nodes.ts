@@ -5,7 +5,7 @@
  *
  * Every process is stopped by `stop()`, by the test process's `exit`, and — when the test process
  * dies without either (SIGKILL, a crash of the runner) — by a small watchdog shell that polls the
- * parent's pid once a second and kills the node when the parent is gone.
+ * parent's pid once a second and kills the node (and deletes its directory) when the parent is gone.
  *
  * What this is *not*: a Redis for anything but tests — loopback only, nothing kept after `stop()`.
  */
@@ -64,9 +64,10 @@ async function waitForPing(port: number, child: ChildProcess, deadlineMs: number
   throw new Error(`redis-server did not answer on port ${port} within ${deadlineMs} ms`);
 }
 
-/** Kills `pid` when this process is gone (polled each second); exits when `pid` is gone. */
-function watchdog(pid: number): ChildProcess {
-  const guard = spawn("sh", ["-c", 'while kill -0 "$0" 2>/dev/null && kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -0 "$0" 2>/dev/null || kill -9 "$1" 2>/dev/null', String(process.pid), String(pid)], {
+/** Kills `pid` and deletes `dir` when this process is gone (polled each second); exits when `pid` is gone. */
+function watchdog(pid: number, dir: string): ChildProcess {
+  const script = 'while kill -0 "$0" 2>/dev/null && kill -0 "$1" 2>/dev/null; do sleep 1; done; kill -0 "$0" 2>/dev/null || { kill -9 "$1" 2>/dev/null; sleep 0.2; rm -rf "$2"; }';
+  const guard = spawn("sh", ["-c", script, String(process.pid), String(pid), dir], {
     stdio: "ignore",
     detached: true,
   });
@@ -95,7 +96,7 @@ export async function startRedisNode(options: RedisNodeOptions = {}): Promise<Re
     child = spawn("redis-server", args, { stdio: "ignore", cwd: dir });
     process.once("exit", orphanGuard);
     child.once("exit", () => process.off("exit", orphanGuard));
-    if (child.pid !== undefined) guard = watchdog(child.pid);
+    if (child.pid !== undefined) guard = watchdog(child.pid, dir);
     await waitForPing(port, child, 10_000);
   };
   const kill = async () => {
