@@ -41,8 +41,8 @@ testStore("RedisStore (Redis Cluster, changing from 4 to 16 buckets)", {
     new RedisStore({ client: ioredisScriptClient(cluster), namespace, buckets: 16, previousBuckets: 4, leaseMs, retentionMs }),
 });
 
-/** The keys of a namespace held by each master, from the masters' own keyspace (SCAN). */
-async function keysPerMaster(namespace: string): Promise<Map<number, number>> {
+/** The keys of a namespace (ids starting with `idPrefix`) held by each master, from the masters' own keyspace (SCAN). */
+async function keysPerMaster(namespace: string, idPrefix: string): Promise<Map<number, number>> {
   const masters = (await clusterNodes(ports[0] as number)).filter((node) => node.role === "master");
   const counts = new Map<number, number>();
   for (const master of masters) {
@@ -50,7 +50,7 @@ async function keysPerMaster(namespace: string): Promise<Map<number, number>> {
     let cursor = "0";
     let count = 0;
     do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `bq:{${namespace}[:}]*`, "COUNT", 1000);
+      const [next, keys] = await redis.scan(cursor, "MATCH", `bq:{${namespace}[:}]*:${idPrefix}*`, "COUNT", 1000);
       cursor = next;
       count += keys.length;
     } while (cursor !== "0");
@@ -76,6 +76,14 @@ describe("scale-out on a 3-master cluster: keys per master, scripts and round tr
     for (const proxy of proxies.values()) await proxy.close();
     console.info(`[redis-cluster figures]\n${figures.join("\n")}`);
   });
+
+  /** Loads every script the step uses on every master: 200 ids reach every bucket. */
+  async function warmUp(store: RedisStore): Promise<void> {
+    const warm = idRange(`warm-${Date.now().toString(36)}`, 200);
+    await store.seenMany(warm);
+    await store.claimMany(warm);
+    await store.rememberMany(warm);
+  }
 
   /** Per master (real port): chunks written (round trips), scripts, script keys, since the last reset. */
   async function perMaster() {
@@ -105,7 +113,7 @@ describe("scale-out on a 3-master cluster: keys per master, scripts and round tr
         await store.forget("warm-up");
         for (const id of ids) await admin.del(await store.key(id));
         // Load the scripts on every master first (a fresh node answers the first EVALSHA with NOSCRIPT).
-        await store.seenMany(idRange("warm", 200));
+        await warmUp(store);
         for (const proxy of proxies.values()) proxy.reset();
 
         const claims = await store.claimMany(ids);
@@ -114,7 +122,7 @@ describe("scale-out on a 3-master cluster: keys per master, scripts and round tr
         for (const proxy of proxies.values()) proxy.reset();
         await store.rememberMany(ids);
         const commitStep = await perMaster();
-        const stored = await keysPerMaster(namespace);
+        const stored = await keysPerMaster(namespace, "order-");
         admin.disconnect();
 
         // What the layout predicts: the buckets the ids fall in, and the masters owning their slots.
@@ -148,6 +156,32 @@ describe("scale-out on a 3-master cluster: keys per master, scripts and round tr
         );
       });
     }
+  }
+  for (const size of [10, 100]) {
+    it(`in a bucket-change window (4 -> 16), a batch of ${size} new ids: the claim takes two rounds, the commit one`, async () => {
+      const namespace = `scale-window-${size}`;
+      const store = new RedisStore({ client: ioredisScriptClient(counted), namespace, buckets: 16, previousBuckets: 4 });
+      const ids = idRange("order", size);
+      for (const id of ids) await store.forget(id);
+      await warmUp(store);
+      for (const proxy of proxies.values()) proxy.reset();
+      expect((await store.claimMany(ids)).every((claim) => claim.status === "claimed")).toBe(true);
+      const claimStep = await perMaster();
+      for (const proxy of proxies.values()) proxy.reset();
+      await store.rememberMany(ids);
+      const commitStep = await perMaster();
+      const moved = ids.filter((id) => bucketOf(id, 4) !== bucketOf(id, 16)).length;
+      const sum = (step: typeof claimStep, field: "scripts" | "scriptKeys") => step.reduce((total, master) => total + master[field], 0);
+      expect(sum(claimStep, "scriptKeys")).toBe(size + moved);
+      expect(sum(commitStep, "scriptKeys")).toBe(size + moved);
+      for (const master of claimStep) expect(master.roundTrips).toBeLessThanOrEqual(2);
+      for (const master of commitStep) expect(master.roundTrips).toBeLessThanOrEqual(1);
+      figures.push(
+        `window 4 -> 16  batch ${String(size).padStart(3)}: ${moved} ids moved; claim ${sum(claimStep, "scripts")} scripts in 2 rounds ` +
+          `(round trips per master ${claimStep.map((m) => m.roundTrips).join("/")}), commit ${sum(commitStep, "scripts")} scripts in 1 round ` +
+          `(${commitStep.map((m) => m.roundTrips).join("/")})`,
+      );
+    });
   }
 });
 
