@@ -13,8 +13,8 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer } from "node:net";
 import { Redis } from "ioredis";
-import { freePort } from "../../scripts/dynamodb-local.mjs";
 
 export interface RedisNodeOptions {
   /** Port to listen on (default: a free one). */
@@ -44,8 +44,28 @@ export function requireRedisServer(): void {
   }
 }
 
-/** PINGs until the node answers (or the process exits). */
-async function waitForPing(port: number, child: ChildProcess, deadlineMs: number): Promise<void> {
+/**
+ * A free loopback port below the kernel's ephemeral range (32768+), where `freePort()` and every
+ * outgoing connection draw from: a node that is killed and restarted on its port must not find it
+ * taken meanwhile by another test worker's freshly started server.
+ */
+async function quietPort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+}
+
+/**
+ * PINGs until the node answers — the node of THIS process (its `process_id`), not another server
+ * that holds the port because this one could not bind it — or the process exits.
+ */
+async function waitForNode(port: number, child: ChildProcess, deadlineMs: number): Promise<void> {
   const start = Date.now();
   while (Date.now() - start < deadlineMs) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server on ${port} exited (${child.exitCode ?? child.signalCode})`);
@@ -53,8 +73,11 @@ async function waitForPing(port: number, child: ChildProcess, deadlineMs: number
     probe.on("error", () => {});
     try {
       await probe.connect();
+      const pid = /process_id:(\d+)/.exec(await probe.info("server"))?.[1];
+      if (pid !== undefined && Number(pid) !== child.pid) throw new PortTaken(port);
       if ((await probe.ping()) === "PONG") return;
-    } catch {
+    } catch (error) {
+      if (error instanceof PortTaken) throw error;
       // not up yet (or still loading its AOF)
     } finally {
       probe.disconnect();
@@ -62,6 +85,12 @@ async function waitForPing(port: number, child: ChildProcess, deadlineMs: number
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`redis-server did not answer on port ${port} within ${deadlineMs} ms`);
+}
+
+class PortTaken extends Error {
+  constructor(port: number) {
+    super(`port ${port} is served by another redis-server`);
+  }
 }
 
 /** Kills `pid` and deletes `dir` when this process is gone (polled each second); exits when `pid` is gone. */
@@ -80,36 +109,44 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once("exit", () => resolve()));
 }
 
-/** Starts one redis-server (see `RedisNodeOptions`). */
+/** Starts one redis-server (see `RedisNodeOptions`); on a port of its own unless one is given. */
 export async function startRedisNode(options: RedisNodeOptions = {}): Promise<RedisNode> {
   requireRedisServer();
   const dir = mkdtempSync(join(tmpdir(), "bq-redis-"));
-  const port = options.port ?? (await freePort());
   const persistence = options.persistent
     ? ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
     : ["--appendonly", "no", "--save", ""];
-  const args = ["--bind", "127.0.0.1", "--port", String(port), "--dir", dir, ...persistence, ...(options.args ?? [])];
+  let port = options.port ?? (await quietPort());
+  const args = () => ["--bind", "127.0.0.1", "--port", String(port), "--dir", dir, ...persistence, ...(options.args ?? [])];
   let child: ChildProcess;
   let guard: ChildProcess | undefined;
   const orphanGuard = () => child.kill("SIGKILL");
   const launch = async () => {
-    child = spawn("redis-server", args, { stdio: "ignore", cwd: dir });
+    child = spawn("redis-server", args(), { stdio: "ignore", cwd: dir });
     process.once("exit", orphanGuard);
     child.once("exit", () => process.off("exit", orphanGuard));
     if (child.pid !== undefined) guard = watchdog(child.pid, dir);
-    await waitForPing(port, child, 10_000);
+    await waitForNode(port, child, 10_000);
   };
   const kill = async () => {
     child.kill("SIGKILL");
     await exited(child);
     guard?.kill("SIGKILL");
   };
-  try {
-    await launch();
-  } catch (error) {
-    await kill();
-    rmSync(dir, { recursive: true, force: true });
-    throw error;
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      await launch();
+      break;
+    } catch (error) {
+      await kill();
+      // Lost a race for the port: try another one (only when the port was ours to choose).
+      if (options.port === undefined && attempt < 4) {
+        port = await quietPort();
+        continue;
+      }
+      rmSync(dir, { recursive: true, force: true });
+      throw error;
+    }
   }
   return {
     port,
@@ -205,11 +242,11 @@ async function waitForCluster(nodes: readonly RedisNode[], replicas: boolean, de
   throw new Error(`the cluster did not become ready within ${deadlineMs} ms`);
 }
 
-/** A free port whose cluster bus port (+ 10000 is not used: `--cluster-port` is given) is free too. */
+/** A port for a cluster node and one for its cluster bus (given with `--cluster-port`, not port + 10000). */
 async function clusterPorts(): Promise<[number, number]> {
-  const port = await freePort();
-  let bus = await freePort();
-  while (bus === port) bus = await freePort();
+  const port = await quietPort();
+  let bus = await quietPort();
+  while (bus === port) bus = await quietPort();
   return [port, bus];
 }
 
