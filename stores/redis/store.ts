@@ -34,8 +34,9 @@
  * commit wait for replicas (`WAIT`, in the commit's own round trip).
  *
  * What this is *not*: a connection manager. You create, configure and close the client; the store
- * never logs. A call that timed out may still land on the server: a claim then simply expires with
- * its lease, a commit or a release is as if it had answered.
+ * never logs. A call that timed out may still land on the server: a claim step that failed or timed
+ * out sends a release of its tokens behind it (fenced, so it only undoes its own claims; otherwise
+ * such a claim would block its id for a lease), a commit or a release is as if it had answered.
  */
 import type { Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
 import { InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
@@ -130,7 +131,20 @@ type Placement = { readonly kind: "plain" } | { readonly kind: "buckets"; readon
 /** One id's keys: during a bucket window, the old key and the current one. */
 type IdKeys = WindowKeys<StepKey>;
 
-/** The store logic, over any client with `eval` / `evalsha` (TCP or REST). */
+/**
+ * The store logic, over any client with `eval` / `evalsha` (TCP or REST).
+ *
+ * @example
+ * ```ts
+ * import { Cluster } from "ioredis";
+ * import { RedisStore, ioredisScriptClient } from "babelqueue-serverless/redis";
+ *
+ * // ElastiCache / Valkey in cluster mode: the namespace spread over 32 hash-tag buckets.
+ * const cluster = new Cluster([{ host: process.env.REDIS_HOST!, port: 6379 }]);
+ * cluster.on("error", () => {}); // failures reach the store as StoreUnavailableError
+ * const store = new RedisStore({ client: ioredisScriptClient(cluster), namespace: "orders", buckets: 32 });
+ * ```
+ */
 export class RedisStore implements ClaimingStore {
   readonly namespace: string;
   readonly prefix: string;
