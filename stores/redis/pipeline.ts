@@ -270,6 +270,9 @@ function makePipeline(router: Router): ScriptPipeline {
           const state = states[index] as CallState;
           const target = state.asking ?? state.movedTo ?? router.route(calls[index] as ScriptCall);
           if (target === undefined || router.node(target) === undefined) {
+            // A node the client has no connection to yet: back to the slot map, once it is refreshed.
+            state.asking = undefined;
+            state.movedTo = undefined;
             unrouted.push(index);
             continue;
           }
