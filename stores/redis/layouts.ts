@@ -41,6 +41,8 @@ export interface RedisLayoutOptions {
   readonly prefix?: string;
   readonly namespace?: string;
   readonly hashTag?: boolean;
+  readonly buckets?: number;
+  readonly previousBuckets?: number;
   readonly retentionMs?: number;
 }
 
@@ -80,13 +82,16 @@ export function resolveRedisLayout(options: RedisLayoutOptions): RedisLayout {
     throw new InvalidOptionError("prefix", "must be 0-100 characters of A-Z a-z 0-9 _ . - / :");
   }
   const { retentionMs } = resolveWindows({ retentionMs: options.retentionMs });
-  if (name === "babelqueue-serverless") return ownLayout(prefix, namespace, options.hashTag === true, retentionMs);
+  if (name === "babelqueue-serverless") return ownLayout(prefix, namespace, retentionMs);
 
   const sdk = name === "babelqueue-php" ? "PHP" : "Go";
   if (namespace !== "") {
     throw new InvalidOptionError("namespace", `is not part of the "${name}" layout: the ${sdk} SDK keys an id as <prefix><id>; give its prefix (prefix) instead`);
   }
   if (options.hashTag === true) throw new InvalidOptionError("hashTag", `cannot apply to the "${name}" layout: the ${sdk} SDK's keys carry no hash tag`);
+  for (const option of ["buckets", "previousBuckets"] as const) {
+    if (options[option] !== undefined) throw new InvalidOptionError(option, `cannot apply to the "${name}" layout: the ${sdk} SDK's keys carry no hash tag`);
+  }
   if (prefix === "") throw new InvalidOptionError("prefix", `must not be empty in the "${name}" layout (the ${sdk} SDK's default is "${DEFAULT_PREFIX[name]}")`);
   const side = sidePrefix(prefix);
   return {
@@ -101,15 +106,9 @@ export function resolveRedisLayout(options: RedisLayoutOptions): RedisLayout {
   };
 }
 
-function ownLayout(prefix: string, namespace: string, hashTag: boolean, retentionMs: number): RedisLayout {
-  let head = prefix;
-  let namespacePart = namespace;
-  if (hashTag) {
-    if (namespace === "") throw new InvalidOptionError("hashTag", "needs a non-empty namespace (the hash tag)");
-    head = `${prefix}{${namespace}}`;
-    namespacePart = "";
-  }
-  const key = (id: string) => storeKey(namespacePart, checkId(id), MAX_REDIS_KEY_BYTES, head);
+/** Our own layout's plain keys; hash tags and buckets are the store's placement (buckets.ts). */
+function ownLayout(prefix: string, namespace: string, retentionMs: number): RedisLayout {
+  const key = (id: string) => storeKey(namespace, checkId(id), MAX_REDIS_KEY_BYTES, prefix);
   return {
     name: "babelqueue-serverless",
     prefix,

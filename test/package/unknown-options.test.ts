@@ -64,7 +64,7 @@ describe("unknown option keys are refused, by name", () => {
       'option "namspace" is not an option of InMemoryStore (did you mean "namespace"?)',
     );
     expect(refused(() => new RedisStore({ client: scriptClient, cluster: true } as never), "cluster").message).toBe(
-      'option "cluster" is not an option of RedisStore (its options: client, hashTag, layout, leaseMs, namespace, prefix, retentionMs, timeoutMs)',
+      'option "cluster" is not an option of RedisStore (its options: buckets, client, hashTag, layout, leaseMs, namespace, prefix, previousBuckets, retentionMs, timeoutMs, waitReplicas, waitTimeoutMs)',
     );
     expect(refused(() => new KVStore(kv, { RetentionMs: 1 } as never), "RetentionMs").message).toMatch(/did you mean "retentionMs"\?/);
     expect(refused(() => kafkaHandler({ store: new InMemoryStore(), handle, leaseMarginMS: 1 } as never), "leaseMarginMS").message).toBe(
