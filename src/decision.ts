@@ -111,22 +111,30 @@ export function conflict(
  * The gate's verdict: run, or stop as duplicate / in-flight / conflict / store failure.
  * `fingerprint` is this message's; a stored one that differs makes a `conflict`.
  */
+/** The runs that hold no claim: one object each, shared (a verdict is never mutated). */
+const RUN_UNGUARDED: Step = Object.freeze({ next: "run", dedupe: "none" });
+const RUN_SEEN_SET: Step = Object.freeze({ next: "run", dedupe: "seen-set" });
+
+/** `{ key }`, or `{}` without one: how a result carries its key. */
+function keyed(key: string | undefined): { key?: string } {
+  return key === undefined ? {} : { key };
+}
+
 export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string | undefined, fingerprint?: string): Step {
-  const keyed = key === undefined ? {} : { key };
   switch (gate.kind) {
     case "no-key":
-      return { next: "run", dedupe: "none" };
+      return RUN_UNGUARDED;
     case "store-error":
-      if (policy.onStoreError === "run") return { next: "run", dedupe: "none" };
-      return { next: "stop", result: { status: "failed", ack: false, dedupe: gate.mode, handlerRan: false, error: asStoreError(gate.error, gate.mode), ...keyed } };
+      if (policy.onStoreError === "run") return RUN_UNGUARDED;
+      return { next: "stop", result: { status: "failed", ack: false, dedupe: gate.mode, handlerRan: false, error: asStoreError(gate.error, gate.mode), ...keyed(key) } };
     case "seen":
       if (gate.seen) {
         if (key !== undefined && fingerprintsDiffer(gate.fingerprint, fingerprint)) {
           return { next: "stop", result: conflict(policy, "seen-set", key, "done", gate.fingerprint as string, fingerprint as string) };
         }
-        return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "seen-set", handlerRan: false, ...keyed } };
+        return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "seen-set", handlerRan: false, ...keyed(key) } };
       }
-      return { next: "run", dedupe: "seen-set" };
+      return RUN_SEEN_SET;
     case "claim": {
       const claim = gate.claim;
       if (claim.status !== "claimed" && key !== undefined && fingerprintsDiffer(claim.fingerprint, fingerprint)) {
@@ -136,7 +144,7 @@ export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string
         case "claimed":
           return { next: "run", dedupe: "claim", token: claim.token };
         case "done":
-          return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "claim", handlerRan: false, ...keyed } };
+          return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "claim", handlerRan: false, ...keyed(key) } };
         case "in-flight":
           return {
             next: "stop",
@@ -146,7 +154,7 @@ export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string
               dedupe: "claim",
               handlerRan: false,
               retryAfterMs: Math.max(0, Math.ceil(claim.retryAfterMs)),
-              ...keyed,
+              ...keyed(key),
             },
           };
       }
@@ -160,18 +168,19 @@ export type AfterRun =
   | { readonly next: "release"; readonly result: MessageResult }
   | { readonly next: "stop"; readonly result: MessageResult };
 
+const COMMIT: AfterRun = Object.freeze({ next: "commit" });
+
 export function afterRun(
   outcome: { readonly ok: true } | { readonly ok: false; readonly error: unknown },
   dedupe: DedupeMode,
   key: string | undefined,
   holdsClaim: boolean,
 ): AfterRun {
-  const keyed = key === undefined ? {} : { key };
   if (outcome.ok) {
     if (key === undefined) return { next: "stop", result: { status: "ran", ack: true, dedupe, handlerRan: true } };
-    return { next: "commit" };
+    return COMMIT;
   }
-  const result: MessageResult = { status: "failed", ack: false, dedupe, handlerRan: true, error: outcome.error, ...keyed };
+  const result: MessageResult = { status: "failed", ack: false, dedupe, handlerRan: true, error: outcome.error, ...keyed(key) };
   // A throw leaves the id unmarked so a redelivery runs it again; a held claim is released
   // so that redelivery does not have to wait for the lease.
   return holdsClaim ? { next: "release", result } : { next: "stop", result };

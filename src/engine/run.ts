@@ -64,32 +64,39 @@ export async function runLanes<T>(
 
 export type RunOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
 
+/** The outcome of every handler run that returned: one object, shared. */
+const RAN: RunOutcome = Object.freeze({ ok: true as const });
+
 /** Invokes the user's handler once (through the interceptor when there is one), timing it. */
 export async function invoke<Message, RC>(
   handle: Handler<Message, RC>,
   intercept: RunInterceptor | undefined,
   item: Item<Message, RC>,
-  extra: { readonly tx?: unknown } = {},
+  extra?: { readonly tx?: unknown },
 ): Promise<RunOutcome> {
-  const context = { ...item.delivery.context, key: item.key, attempts: item.attempts, dedupe: item.dedupe, ...extra };
-  const run = async () => {
-    await handle(item.message as Message, context as HandlerContext<RC>);
-  };
+  const delivery = item.delivery;
+  const context = (
+    extra === undefined
+      ? { ...delivery.context, key: item.key, attempts: item.attempts, dedupe: item.dedupe }
+      : { ...delivery.context, key: item.key, attempts: item.attempts, dedupe: item.dedupe, ...extra }
+  ) as HandlerContext<RC>;
   const started = Date.now();
   try {
-    if (intercept === undefined) await run();
+    if (intercept === undefined) await handle(item.message as Message, context);
     else {
       const info = {
         index: item.index,
         key: item.key,
         attempts: item.attempts,
-        ...(item.delivery.messageId === undefined ? {} : { messageId: item.delivery.messageId }),
-        ...(item.delivery.headers === undefined ? {} : { headers: item.delivery.headers }),
+        ...(delivery.messageId === undefined ? {} : { messageId: delivery.messageId }),
+        ...(delivery.headers === undefined ? {} : { headers: delivery.headers }),
         ...messageTraceId(item.message),
       };
-      await intercept(run, info);
+      await intercept(async () => {
+        await handle(item.message as Message, context);
+      }, info);
     }
-    return { ok: true };
+    return RAN;
   } catch (error) {
     return { ok: false, error };
   } finally {

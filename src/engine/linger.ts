@@ -1,0 +1,74 @@
+/**
+ * The adaptive commit linger — what `commitLingerMs` does by default: how long a finished success
+ * may wait for other handlers of its batch to finish so that they share one commit step, sized
+ * from what the engine observed, and never so long that the commit lands later than about two
+ * store round trips after the effect.
+ *
+ * - The budget is one store round trip: the median duration of the engine's last store steps
+ *   (`RoundTrips`; the gate's claim step gives the first sample of every batch). The oldest queued
+ *   success waits at most that long, and its step takes about one more, so its commit lands within
+ *   two round trips of its effect. A store that answers within a millisecond (in memory) gets no
+ *   linger at all: there is nothing to save.
+ * - Inside the budget, the queue waits only for a finish it expects: the next handler is expected
+ *   to finish as far after the last one as the last one did after the one before. Expected past the
+ *   budget → commit now (handlers spread far apart each commit at once, in the shortest window);
+ *   expected within it → wait until then, and ask again. Before two handlers have finished there is
+ *   no gap to go by: the first waits out the budget (handlers that finish together share one step).
+ *
+ * What this is *not*: the queue (commit.ts), or a promise about requests. Handlers that finish
+ * further apart than a round trip commit one step each; `commitLingerMs: N` trades a wider window
+ * for fewer steps when that is the better deal.
+ */
+
+/** How many recent store steps the round-trip estimate looks at. */
+const SAMPLES = 8;
+
+/** The engine's estimate of one store round trip: the median duration of its last steps. */
+export class RoundTrips {
+  readonly #samples: number[] = [];
+  #next = 0;
+  #median = 0;
+
+  /** Records one store step's duration (ms). */
+  add(durationMs: number): void {
+    if (!Number.isFinite(durationMs) || durationMs < 0) return;
+    if (this.#samples.length < SAMPLES) this.#samples.push(durationMs);
+    else this.#samples[this.#next] = durationMs;
+    this.#next = (this.#next + 1) % SAMPLES;
+    const sorted = [...this.#samples].sort((a, b) => a - b);
+    const middle = sorted.length >> 1;
+    this.#median = sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+  }
+
+  /** The median of the recent steps (ms); 0 before any. */
+  get estimateMs(): number {
+    return this.#median;
+  }
+}
+
+/** When the batch's handlers finished so far: how many, the last and the one before (epoch ms). */
+export interface Finishes {
+  readonly count: number;
+  readonly last: number;
+  readonly previous: number;
+}
+
+/** Timers fire in whole milliseconds: a wait shorter than this is no wait. */
+const TICK_MS = 1;
+
+/**
+ * How much longer (ms) the queued successes should wait for company: 0 to commit now. `oldestAt`
+ * is when the oldest of them was queued, `budgetMs` one store round trip.
+ */
+export function lingerMs(now: number, oldestAt: number, budgetMs: number, finishes: Finishes): number {
+  const deadline = oldestAt + budgetMs;
+  let until = deadline;
+  if (finishes.count >= 2) {
+    // One tick of slack: a finish expected at a fraction of a millisecond is caught by the next tick.
+    const expected = finishes.last + (finishes.last - finishes.previous) + TICK_MS;
+    if (expected > deadline) return 0;
+    until = expected;
+  }
+  const wait = until - now;
+  return wait < TICK_MS ? 0 : Math.ceil(wait);
+}
