@@ -147,9 +147,12 @@ class Hash128 {
   }
 }
 
+/** The character codes of one digest, reused: the digest string is made in one piece. */
+const DIGITS: number[] = new Array<number>(22).fill(0);
+
 /** Four 32-bit words, big-endian, as base64url without padding (22 characters). */
 function base64url(w0: number, w1: number, w2: number, w3: number): string {
-  let out = "";
+  let digit = 0;
   let bits = 0;
   let buffer = 0;
   for (let lane = 0; lane < 4; lane += 1) {
@@ -159,12 +162,31 @@ function base64url(w0: number, w1: number, w2: number, w3: number): string {
       bits += 8;
       while (bits >= 6) {
         bits -= 6;
-        out += BASE64URL[(buffer >>> bits) & 63];
+        DIGITS[digit++] = BASE64URL.charCodeAt((buffer >>> bits) & 63);
       }
       buffer &= (1 << bits) - 1;
     }
   }
-  return bits > 0 ? out + BASE64URL[(buffer << (6 - bits)) & 63] : out;
+  // 128 bits: 21 full digits and 2 bits left over, padded to the 22nd.
+  DIGITS[digit] = BASE64URL.charCodeAt((buffer << (6 - bits)) & 63);
+  return String.fromCharCode.apply(null, DIGITS);
+}
+
+/** An object's own enumerable keys, sorted as `Array.prototype.sort` sorts strings (by UTF-16 code units). */
+function sortedKeys(record: object): string[] {
+  const keys = Object.keys(record);
+  if (keys.length > 16) return keys.sort();
+  // Insertion sort: most objects have a handful of keys, and this allocates nothing (the library sort does).
+  for (let i = 1; i < keys.length; i += 1) {
+    const key = keys[i] as string;
+    let j = i - 1;
+    while (j >= 0 && (keys[j] as string) > key) {
+      keys[j + 1] = keys[j] as string;
+      j -= 1;
+    }
+    keys[j + 1] = key;
+  }
+  return keys;
 }
 
 /**
@@ -232,7 +254,7 @@ function feed(hash: Hash128, value: unknown, ancestors: object[]): void {
     const record = object as Record<string, unknown>;
     hash.text("{");
     let first = true;
-    for (const key of Object.keys(record).sort()) {
+    for (const key of sortedKeys(record)) {
       const item = jsonable(record[key]);
       if (skipped(item)) continue;
       if (!first) hash.text(",");
