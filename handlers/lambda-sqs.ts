@@ -39,7 +39,7 @@
 import type { Context, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import type { Store } from "../src/contract.js";
 import type { MessageResult } from "../src/decision.js";
-import { BatchEngine, type Delivery, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "../src/engine/index.js";
+import { BatchEngine, type Delivery, ENGINE_OPTION_KEYS, type EngineOptions, type Handler, type ProcessOptions } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
 import { InvalidOptionError } from "../src/errors.js";
 import { SCHEMA_VERSION_PROPERTY, schemaVersionRejection } from "../src/schema-gate.js";
@@ -71,6 +71,8 @@ export interface SqsHandlerOptions<Message = Envelope> extends EngineOptions<Mes
 }
 
 export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 const DEFAULT_LEASE_MARGIN_MS = 5_000;
 
@@ -151,36 +153,32 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
     if (records.length === 0) return { batchItemFailures: [] };
     const observation = observability.batch({ queue: queueNameFromArn(records[0]?.eventSourceARN), size: records.length });
     try {
+      // Per record, the fields it has, set one by one (a spread of `{}` per absent field costs an object each).
       const deliveries: Delivery<SqsRuntimeContext>[] = records.map((record) => {
-        const redeliveries = redeliveriesOf(record);
-        const group = fifoGroupOf(record);
         const headers = headersOf(record);
-        const messageId = typeof record?.messageId === "string" ? record.messageId : undefined;
+        const delivery: Mutable<Delivery<SqsRuntimeContext>> = { body: record?.body, context: { record, lambdaContext, headers }, headers };
         const rejected = schemaVersionRejection(schemaVersionOf(record));
-        return {
-          body: record?.body,
-          ...(rejected === undefined ? {} : { rejected }),
-          context: { record, lambdaContext, headers },
-          headers,
-          ...(messageId === undefined ? {} : { messageId }),
-          ...(redeliveries === undefined ? {} : { redeliveries }),
-          ...(group === undefined ? {} : { group }),
-        };
+        if (rejected !== undefined) delivery.rejected = rejected;
+        if (typeof record?.messageId === "string") delivery.messageId = record.messageId;
+        const redeliveries = redeliveriesOf(record);
+        if (redeliveries !== undefined) delivery.redeliveries = redeliveries;
+        const group = fifoGroupOf(record);
+        if (group !== undefined) delivery.group = group;
+        return delivery;
       });
       const remaining = remainingMs(lambdaContext);
       const leaseMs =
         remaining === undefined ? engineOptions.leaseMs : Math.max(engineOptions.leaseMs ?? 0, remaining + leaseMarginMs);
-      const results: MessageResult[] = await observation.run(() =>
-        engine.process(deliveries, {
-          ...(leaseMs === undefined ? {} : { leaseMs }),
-          ...(remaining === undefined ? {} : { deadline: Date.now() + remaining }),
-          observe: observation.observe,
-          ...(observation.intercept === undefined ? {} : { intercept: observation.intercept }),
-        }),
-      );
-      return {
-        batchItemFailures: records.flatMap((record, index) => (results[index]?.ack === true ? [] : [failure(record)])),
-      };
+      const run: ProcessOptions = { observe: observation.observe };
+      if (leaseMs !== undefined) run.leaseMs = leaseMs;
+      if (remaining !== undefined) run.deadline = Date.now() + remaining;
+      if (observation.intercept !== undefined) run.intercept = observation.intercept;
+      const results: MessageResult[] = await observation.run(() => engine.process(deliveries, run));
+      const batchItemFailures: SQSBatchItemFailure[] = [];
+      for (let index = 0; index < records.length; index += 1) {
+        if (results[index]?.ack !== true) batchItemFailures.push(failure(records[index]));
+      }
+      return { batchItemFailures };
     } catch {
       // The engine never throws for a message; if it throws at all, nothing is known to be done.
       return { batchItemFailures: records.map(failure) };

@@ -148,10 +148,10 @@ export class BatchRun<Message, RC> {
       // No time to claim and run anything: every delivery goes back to the queue untouched.
       this.#stopped = true;
     } else {
-      const asked = Date.now();
+      const asked = performance.now();
       await gate(settings, this.#scope.emit ?? noop, gated, this.#leaseMs);
       this.#claimedAt = Date.now();
-      if (gated.length > 0) this.#scope.roundTrips.add(this.#claimedAt - asked);
+      if (gated.length > 0) this.#scope.roundTrips.add(performance.now() - asked);
       // Messages outside FIFO groups that the gate already decided are final now.
       for (const item of gated) if (item.delivery.group === undefined) this.#decideAtGate(item);
       const lanes = runLanes(
@@ -167,9 +167,12 @@ export class BatchRun<Message, RC> {
     this.#stopped = true;
     for (const item of items) if (!item.reported && item.stage === "waiting" && item.firstCopy === undefined) this.#notStarted(item);
 
-    const flushed = Promise.all([this.#commits.drain(), this.#releases.drain()]);
-    if (this.#run.deadline === undefined) await flushed;
-    else await raceTimer(flushed, this.#run.deadline - settings.deadlineMarginMs / 4 - Date.now());
+    // Commits and releases still queued or in flight: wait for them (until just before the deadline).
+    if (!this.#commits.idle || !this.#releases.idle) {
+      const flushed = Promise.all([this.#commits.drain(), this.#releases.drain()]);
+      if (this.#run.deadline === undefined) await flushed;
+      else await raceTimer(flushed, this.#run.deadline - settings.deadlineMarginMs / 4 - Date.now());
+    }
 
     this.#answered = true;
     const results = new Array<MessageResult>(items.length);

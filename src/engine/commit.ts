@@ -51,7 +51,7 @@ export interface StepQueueOptions<T> {
   readonly othersRunning: () => boolean;
   /** Where the step's events go; none when nothing listens. */
   readonly emit?: ((event: EngineEvent) => void) | undefined;
-  /** Told every step's duration (ms), for the round-trip estimate. */
+  /** Told every step's duration (ms, sub-millisecond: `performance.now`), for the round-trip estimate. */
   readonly timed?: (durationMs: number) => void;
 }
 
@@ -90,6 +90,11 @@ export class StepQueue<T> {
   /** Tells the queue that a handler finished: when none runs any more, lingering is pointless. */
   nudge(): void {
     if (this.#timer !== undefined && !this.#options.othersRunning()) this.#schedule();
+  }
+
+  /** Nothing queued and no step in flight. */
+  get idle(): boolean {
+    return this.#queue.length === 0 && this.#inFlight === undefined;
   }
 
   /** Resolves when every entry queued so far has its final answer. */
@@ -154,6 +159,7 @@ export class StepQueue<T> {
     const values = batch.map((entry) => entry.value);
     const { run, emit, step, retries, timed } = this.#options;
     const started = Date.now();
+    const startedPrecisely = performance.now();
     this.steps += 1;
     let errors: readonly unknown[] | undefined;
     try {
@@ -161,8 +167,8 @@ export class StepQueue<T> {
     } catch (error) {
       errors = batch.map(() => error);
     }
+    timed?.(performance.now() - startedPrecisely);
     const durationMs = Date.now() - started;
-    timed?.(durationMs);
     let failed = 0;
     let firstError: unknown;
     if (errors !== undefined) {

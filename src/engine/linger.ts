@@ -23,19 +23,33 @@
 /** How many recent store steps the round-trip estimate looks at. */
 const SAMPLES = 8;
 
-/** The engine's estimate of one store round trip: the median duration of its last steps. */
+/** The engine's estimate of one store round trip: the median duration of its last steps (ms, `performance.now` precision). */
 export class RoundTrips {
   readonly #samples: number[] = [];
+  /** The samples in order, for the median (kept, not made per step). */
+  readonly #sorted: number[] = [];
   #next = 0;
   #median = 0;
 
   /** Records one store step's duration (ms). */
   add(durationMs: number): void {
     if (!Number.isFinite(durationMs) || durationMs < 0) return;
-    if (this.#samples.length < SAMPLES) this.#samples.push(durationMs);
-    else this.#samples[this.#next] = durationMs;
+    const samples = this.#samples;
+    if (samples.length < SAMPLES) samples.push(durationMs);
+    else samples[this.#next] = durationMs;
     this.#next = (this.#next + 1) % SAMPLES;
-    const sorted = [...this.#samples].sort((a, b) => a - b);
+    // Eight numbers: an insertion sort into a kept array (a library sort allocates a work array per call).
+    const sorted = this.#sorted;
+    sorted.length = samples.length;
+    for (let i = 0; i < samples.length; i += 1) {
+      const value = samples[i] as number;
+      let j = i - 1;
+      while (j >= 0 && (sorted[j] as number) > value) {
+        sorted[j + 1] = sorted[j] as number;
+        j -= 1;
+      }
+      sorted[j + 1] = value;
+    }
     const middle = sorted.length >> 1;
     this.#median = sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
   }

@@ -121,7 +121,9 @@ describe("defaultFingerprint", () => {
     );
     // Strings that need escaping, lone surrogates, toJSON, holes, and objects of more than 16 keys.
     const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${(i * 7919) % 40}`, i]));
-    for (const data of [{ s: 'q"\\\n\u0001\ud800x\udc00\ud83d\ude00' }, [1, , 3], { at: new Date(0), n: { toJSON: () => undefined } }, many, { "": 1, a: -0 }]) {
+    const holey = [1, 2, 3];
+    delete holey[1];
+    for (const data of [{ s: 'q"\\\n\u0001\ud800x\udc00\ud83d\ude00' }, holey, { at: new Date(0), n: { toJSON: () => undefined } }, many, { "": 1, a: -0 }]) {
       expect(defaultFingerprint({ job: "j", data })).toBe(expected({ job: "j", data }));
     }
   });
