@@ -110,7 +110,7 @@ export function engineSettings<Message, RuntimeContext>(
   }
   const transactional = options.transactional === true;
   if (transactional && !isTransactionalStore(store)) {
-    throw new InvalidOptionError("transactional", "needs a store with transact() (DynamoDBStore, PostgresStore, D1Store)");
+    throw new InvalidOptionError("transactional", "needs a store with transact() (TransactionalDynamoDBStore, PostgresStore, D1Store)");
   }
   return {
     store,

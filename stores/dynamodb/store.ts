@@ -1,7 +1,8 @@
 /**
  * `DynamoDBStore`: a `ClaimingStore` on one DynamoDB table (export `babelqueue-serverless/dynamodb`).
  * Item layout: items.ts; the table: table.ts; batch requests: batch.ts; the read-before-claim
- * policy: precheck.ts; transactional mode: transaction.ts.
+ * policy: precheck.ts; transactional mode: `TransactionalDynamoDBStore` (transactional-store.ts over
+ * transaction.ts), a subclass, so that an application without it does not bundle it.
  *
  * Round trips:
  * - `claim`: ONE conditional `PutItem` that wins when the item is absent, its lease has ended, or its
@@ -38,7 +39,7 @@ import {
   GetItemCommand,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import type { Claim, ClaimHints, ClaimRef, FencedClaim, IdRecord, StoreWindows, TransactionalStore } from "../../src/contract.js";
+import type { Claim, ClaimHints, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
 import { InvalidOptionError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
@@ -62,7 +63,7 @@ import {
 } from "./items.js";
 import { PRECHECK_POLICIES, type PrecheckPolicy, keysToRead, readBlocking } from "./precheck.js";
 import { type TableAttributeOptions, checkAttributeName } from "./table.js";
-import { type DynamoDBTransaction, transactDynamoDB } from "./transaction.js";
+import type { DynamoDBTransactionDeps } from "./transaction.js";
 
 const STORE_NAME = "DynamoDBStore";
 
@@ -112,7 +113,7 @@ const DYNAMODB_OPTION_KEYS = optionKeys<DynamoDBStoreOptions>({
   ttlAttribute: true,
 });
 
-export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
+export class DynamoDBStore implements ClaimingStore {
   readonly table: string;
   readonly namespace: string;
   readonly leaseMs: number;
@@ -400,12 +401,9 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
     }
   }
 
-  /**
-   * Transactional mode: the handler's actions (through `tx`) and the fenced commit of the id as ONE
-   * `TransactWriteItems` (transaction.ts).
-   */
-  transact(claim: FencedClaim, work: (tx: DynamoDBTransaction) => Promise<void>): Promise<void> {
+  /** What transactional mode needs of this store (its own client, table, attributes, clock and keys), for `TransactionalDynamoDBStore`. */
+  protected transactionDeps(): DynamoDBTransactionDeps {
     const deps = { client: this.client, table: this.table, keyAttribute: this.keyAttribute, ttlAttribute: this.ttlAttribute, retentionMs: this.retentionMs };
-    return transactDynamoDB({ ...deps, now: this.#now, key: (id) => this.#key(id) }, claim, work);
+    return { ...deps, now: this.#now, key: (id) => this.#key(id) };
   }
 }

@@ -40,6 +40,7 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
       "AUTO_PRECHECK_MIN_REDELIVERED", "createIdempotencyTable", "type CreateIdempotencyTableOptions", "DYNAMODB_MAX_KEY_BYTES",
       "DYNAMODB_STORE_ACTIONS", "DYNAMODB_TRANSACTION_ACTIONS", "DYNAMODB_TRANSACTION_LIMITS", "DynamoDBStore", "type DynamoDBStoreOptions",
       "DynamoDBTransaction", "idempotencyTableDefinition", "type IdempotencyTableDefinition", "type PrecheckPolicy", "type TableAttributeOptions",
+      "TransactionalDynamoDBStore",
     ],
     deprecated: ["transactDynamoDB"],
   },
