@@ -18,6 +18,7 @@ const BACKEND_FREE = [
   "test/engine/commit-queue.test.ts",
   "test/engine/batch-run.test.ts",
   "test/engine/options.test.ts",
+  "test/engine/linger.test.ts",
   "test/core/*.test.ts",
   "test/observability/*.test.ts",
   "test/stores/memory.test.ts",

@@ -57,6 +57,11 @@ export interface DecisionPolicy {
 
 export const DEFAULT_POLICY: DecisionPolicy = { onStoreError: "retry", onInvalid: "retry", onConflict: "retry" };
 
+/** `{ key }`, or `{}` without one: how a result carries its key. */
+function keyed(key: string | undefined): { key?: string } {
+  return key === undefined ? {} : { key };
+}
+
 /** What the store said at the gate (before the handler). */
 export type GateOutcome =
   | { readonly kind: "claim"; readonly claim: Claim }
@@ -77,7 +82,7 @@ export function invalid(reason: string, policy: DecisionPolicy, key?: string): M
     dedupe: "none",
     handlerRan: false,
     error: new InvalidMessageError(reason),
-    ...(key === undefined ? {} : { key }),
+    ...keyed(key),
   };
 }
 
@@ -114,11 +119,6 @@ export function conflict(
 /** The runs that hold no claim: one object each, shared (a verdict is never mutated). */
 const RUN_UNGUARDED: Step = Object.freeze({ next: "run", dedupe: "none" });
 const RUN_SEEN_SET: Step = Object.freeze({ next: "run", dedupe: "seen-set" });
-
-/** `{ key }`, or `{}` without one: how a result carries its key. */
-function keyed(key: string | undefined): { key?: string } {
-  return key === undefined ? {} : { key };
-}
 
 export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string | undefined, fingerprint?: string): Step {
   switch (gate.kind) {
@@ -208,7 +208,7 @@ export function copyOf(
   policy: DecisionPolicy,
   fingerprints: { readonly first?: string; readonly copy?: string; readonly stored?: string } = {},
 ): MessageResult {
-  const base = { dedupe: first.dedupe, handlerRan: false, ...(first.key === undefined ? {} : { key: first.key }) };
+  const base = { dedupe: first.dedupe, handlerRan: false, ...keyed(first.key) };
   if (first.status === "conflict" && first.key !== undefined) {
     const conflictState = first.error instanceof PayloadConflictError ? first.error.state : "done";
     if (fingerprintsDiffer(fingerprints.stored, fingerprints.copy)) {
@@ -236,7 +236,7 @@ export function notStarted(dedupe: DedupeMode, key: string | undefined): Message
     dedupe,
     handlerRan: false,
     error: new DeadlineExceededError("not started"),
-    ...(key === undefined ? {} : { key }),
+    ...keyed(key),
   };
 }
 
@@ -253,7 +253,7 @@ export function stillRunning(dedupe: DedupeMode, key: string | undefined, retryA
     handlerRan: true,
     retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)),
     error: new DeadlineExceededError("still running"),
-    ...(key === undefined ? {} : { key }),
+    ...keyed(key),
   };
 }
 
@@ -271,5 +271,5 @@ export function afterTransaction(error: unknown, key: string): { readonly next: 
 
 /** A FIFO message not run because an earlier message of its group was not acknowledged. */
 export function blocked(error: unknown, dedupe: DedupeMode, key: string | undefined): MessageResult {
-  return { status: "failed", ack: false, dedupe, handlerRan: false, error, ...(key === undefined ? {} : { key }) };
+  return { status: "failed", ack: false, dedupe, handlerRan: false, error, ...keyed(key) };
 }

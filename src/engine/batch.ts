@@ -87,20 +87,19 @@ export class BatchRun<Message, RC> {
     this.#leaseMs = run.leaseMs ?? settings.leaseMs;
     this.#items = deliveries.map((delivery, index) => decode(settings, delivery, index));
     const store = settings.store;
-    // Worth lingering for: handlers running, or still to start (a pool slot frees up in a moment).
-    const othersRunning = () => this.#running > 0 || (!this.#stopped && this.#unstarted > 0);
     const roundTrips = scope.roundTrips;
-    const timed = (ms: number) => roundTrips.add(ms);
-    const lingerFor =
-      settings.commitLingerMs === undefined ? (oldestAt: number) => lingerMs(Date.now(), oldestAt, roundTrips.estimateMs, this.#finishes) : undefined;
+    // What the commit and release queues share: the linger (adaptive, or the fixed option), the batch's pace and events.
+    const shared = {
+      lingerMs: settings.commitLingerMs ?? 0,
+      lingerFor: settings.commitLingerMs === undefined ? (oldestAt: number) => lingerMs(Date.now(), oldestAt, roundTrips.estimateMs, this.#finishes) : undefined,
+      othersRunning: () => this.#running > 0 || (!this.#stopped && this.#unstarted > 0),
+      emit: scope.emit,
+      timed: (ms: number) => roundTrips.add(ms),
+    };
     this.#commits = new StepQueue<Item<Message, RC>>({
+      ...shared,
       step: "commit",
       retries: settings.commitRetries,
-      lingerMs: settings.commitLingerMs ?? 0,
-      ...(lingerFor === undefined ? {} : { lingerFor }),
-      othersRunning,
-      emit: scope.emit,
-      timed,
       run: (items) => {
         const keys = items.map((item) => item.key as string);
         const fingerprints = items.map((item) => item.fingerprint);
@@ -109,14 +108,10 @@ export class BatchRun<Message, RC> {
       },
     });
     this.#releases = new StepQueue<ClaimRef>({
+      ...shared,
       step: "release",
       // A failed release only means the redelivery waits for the lease to end: reported, not retried.
       retries: 0,
-      lingerMs: settings.commitLingerMs ?? 0,
-      ...(lingerFor === undefined ? {} : { lingerFor }),
-      othersRunning,
-      emit: scope.emit,
-      timed,
       run: (claims) => {
         const claiming = store as ClaimingStore;
         const many = claiming.releaseMany === undefined ? undefined : () => (claiming.releaseMany as NonNullable<ClaimingStore["releaseMany"]>).call(claiming, claims);

@@ -46,8 +46,8 @@ export interface StepQueueOptions<T> {
    * The adaptive linger: how much longer (ms) the entries may wait for company, given when the
    * oldest of them was queued; 0 goes now. Asked again each time its wait ends.
    */
-  readonly lingerFor?: (oldestQueuedAt: number) => number;
-  /** Whether other handlers of the batch are still running (worth lingering for). */
+  readonly lingerFor?: ((oldestQueuedAt: number) => number) | undefined;
+  /** Whether other handlers of the batch are still running, or still to start (worth lingering for). */
   readonly othersRunning: () => boolean;
   /** Where the step's events go; none when nothing listens. */
   readonly emit?: ((event: EngineEvent) => void) | undefined;
