@@ -91,8 +91,8 @@ function slowStore(latencyMs: number) {
 const body = (id: string) => JSON.stringify({ job: "urn:babel:linger", trace_id: `t-${id}`, data: { id }, meta: { id, schema_version: 1 }, attempts: 0 });
 const batch = (ids: readonly string[]) => ids.map((id) => ({ body: body(id), context: {} }));
 
-/** Runs one batch whose handler `i` finishes after `finishAt(i)` ms; the commit lag of each success (ms). */
-async function run(engine: BatchEngine, ids: string[], finishAt: (i: number) => number, ended: Map<string, number>) {
+/** Runs one batch; the commit lag of each success (ms): from its effect's end (`ended`, set by the handler) to its result. */
+async function run(engine: BatchEngine, ids: string[], ended: Map<string, number>) {
   const landed = new Map<string, number>();
   await engine.process(batch(ids), {
     observe: (event: EngineEvent) => {
@@ -111,7 +111,7 @@ describe("the adaptive linger in a batch", () => {
       await sleep(Number((ctx.key as string).slice(1)) * 150);
       ended.set(ctx.key as string, performance.now());
     });
-    const lags = await run(engine, ids, () => 0, ended);
+    const lags = await run(engine, ids, ended);
     expect(commits).toEqual([["a0"], ["a1"], ["a2"], ["a3"]]);
     // a1…a3 finish 150 ms after the one before: no finish is expected within a round trip, so no linger.
     // The first waits out one round trip (nothing known yet). Generous bounds: a loaded machine.
