@@ -25,6 +25,7 @@ const BACKEND_FREE = [
   "test/handlers/bad-input.test.ts",
   "test/package/unknown-options.test.ts",
   "test/package/public-surface.test.ts",
+  "test/package/bench-docs.test.ts",
 ];
 
 export default defineConfig({

@@ -12,6 +12,7 @@
  * What this is *not*: a store comparison (both stores are maps); it is the libraries' own CPU cost.
  */
 import { InMemoryStore } from "../src/memory-store.js";
+import { batchMetrics } from "../src/observability/metrics.js";
 import { lambdaContext, newIds, sqsEvent } from "./fixtures/sqs.js";
 import type { Kit } from "./kit.js";
 import { bareKit, oursKit } from "./ours.js";
@@ -40,8 +41,16 @@ export function overheadKits(): Kit[] {
   const none = { count: 0, reset: () => undefined };
   return [
     bareKit(),
-    oursKit("ours", "sqsHandler + InMemoryStore", new InMemoryStore(), none),
-    oursKit("ours (fingerprint off)", "the same with `fingerprint: false`: the payload check's own cost is the difference", new InMemoryStore(), none, { fingerprint: false }),
+    // The default options: payload fingerprint and outcome logs on (a new message logs nothing), metrics off.
+    oursKit("ours", "sqsHandler + InMemoryStore, default options (fingerprint and logs on)", new InMemoryStore(), none, { logger: undefined }),
+    oursKit("ours (fingerprint off)", "the same with `fingerprint: false`: the payload check's own cost is the difference", new InMemoryStore(), none, { logger: undefined, fingerprint: false }),
+    oursKit(
+      "ours + metrics",
+      "the same with `metrics: batchMetrics()`: one EMF document built per batch (written to a no-op sink here, stdout in Lambda)",
+      new InMemoryStore(),
+      none,
+      { logger: undefined, metrics: batchMetrics({ write: () => undefined }) },
+    ),
     powertoolsKit("Powertools", "BatchProcessor + makeIdempotent + in-memory persistence layer", new MemoryPersistenceLayer(), none),
     powertoolsBatchOnlyKit(),
   ];
