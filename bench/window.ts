@@ -253,7 +253,7 @@ export async function measureWindow(backends: Backends, rounds: number, step: (t
   const hang: HangFigure[] = [];
   const lag: LagFigure[] = [];
   for (const [backend, kits] of contenders) {
-    step(`window on ${backend}: a hung record until the deadline (${HANG_INVOCATION_MS} ms), then commit lag (${rounds} rounds × 2 shapes)`);
+    step(`window on ${backend}: a hung record until the deadline (${HANG_INVOCATION_MS} ms), then commit lag (${rounds} rounds × 3 shapes)`);
     for (const kit of kits) if (kit.lagOnly !== true) hang.push(await hangScenario(backend, kit));
     for (const shape of ["together", "close", "staggered"] as const) for (const kit of kits) lag.push(await lagScenario(backend, kit, shape, rounds));
   }

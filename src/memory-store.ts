@@ -137,9 +137,16 @@ export class InMemoryStore implements ClaimingStore {
   /** The commit: keeps the live record's fingerprint when none is given. */
   #rememberSync(id: string, fingerprint: string | undefined, now: number): void {
     const key = this.#key(id);
-    const kept = fingerprint ?? this.#live(key, now)?.fingerprint;
+    const live = this.#live(key, now);
     const expiresAt = now + this.retentionMs;
-    this.#entries.set(key, { state: "done", token: "", expiresAt, fingerprint: kept });
+    if (live === undefined) this.#entries.set(key, { state: "done", token: "", expiresAt, fingerprint });
+    else {
+      // The claim's own entry becomes the record: one object per id, not one per write.
+      live.state = "done";
+      live.token = "";
+      live.expiresAt = expiresAt;
+      live.fingerprint = fingerprint ?? live.fingerprint;
+    }
     this.#written(expiresAt);
   }
 
