@@ -62,6 +62,8 @@ export class StepQueue<T> {
   #queue: Entry<T>[] = [];
   #inFlight: Promise<void> | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** When the armed timer fires (epoch ms). */
+  #timerDue = 0;
   #hurry = false;
   /** Steps made so far (for tests and the benchmark's request counts). */
   steps = 0;
@@ -87,9 +89,12 @@ export class StepQueue<T> {
     this.#schedule();
   }
 
-  /** Tells the queue that a handler finished: when none runs any more, lingering is pointless. */
+  /**
+   * Tells the queue that a handler finished: when none runs any more, lingering is pointless; and
+   * the adaptive linger may now expect the next finish sooner (or not at all).
+   */
   nudge(): void {
-    if (this.#timer !== undefined && !this.#options.othersRunning()) this.#schedule();
+    if (this.#timer !== undefined && (this.#options.lingerFor !== undefined || !this.#options.othersRunning())) this.#schedule();
   }
 
   /** Nothing queued and no step in flight. */
@@ -116,14 +121,16 @@ export class StepQueue<T> {
     }
     if (oldest === Number.POSITIVE_INFINITY) {
       // Only entries waiting for a retry: wake up when the first may go.
-      this.#arm(retryAt - now);
+      this.#armAt(retryAt, now);
       return;
     }
     if (!this.#hurry && this.#options.othersRunning()) {
       const lingerFor = this.#options.lingerFor;
+      // The fixed linger runs from the first entry after an idle spell (a later entry does not extend
+      // it); the adaptive one is asked again at every entry and finish, and may end sooner.
       const linger = lingerFor === undefined ? this.#options.lingerMs : lingerFor(oldest);
       if (linger > 0) {
-        if (this.#timer === undefined) this.#arm(linger);
+        this.#armAt(now + linger, now);
         return;
       }
     }
@@ -132,8 +139,13 @@ export class StepQueue<T> {
     this.#inFlight = Promise.resolve().then(() => this.#stepOnce());
   }
 
-  #arm(ms: number): void {
-    if (this.#timer !== undefined) return;
+  /** Arms the timer for `due`, unless it is armed for earlier already (then the earlier one stands). */
+  #armAt(due: number, now: number): void {
+    if (this.#timer !== undefined) {
+      if (this.#timerDue <= due) return;
+      clearTimeout(this.#timer);
+    }
+    this.#timerDue = due;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       // The fixed linger ends when its timer does; the adaptive one is asked again (it says 0 once its budget is spent).
@@ -141,7 +153,7 @@ export class StepQueue<T> {
       if (fixed) this.#hurry = true;
       this.#schedule();
       if (fixed) this.#hurry = false;
-    }, Math.max(0, ms));
+    }, Math.max(0, due - now));
   }
 
   #disarm(): void {

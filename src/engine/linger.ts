@@ -5,15 +5,16 @@
  * store round trips after the effect.
  *
  * - The budget is one store round trip: the median duration of the engine's last store steps
- *   (`RoundTrips`; the gate's claim step gives the first sample of every batch). The oldest queued
- *   success waits at most that long, and its step takes about one more, so its commit lands within
- *   two round trips of its effect. A store that answers within a millisecond (in memory) gets no
- *   linger at all: there is nothing to save.
+ *   (`RoundTrips`; the gate's claim step gives the first sample of every batch), and never more than
+ *   `MAX_LINGER_MS`. The oldest queued success waits at most that long, and its step takes about
+ *   one more, so its commit lands within two round trips of its effect. A store that answers within
+ *   a millisecond (in memory) gets no linger at all: there is nothing to save.
  * - Inside the budget, the queue waits only for a finish it expects: the next handler is expected
  *   to finish as far after the last one as the last one did after the one before. Expected past the
  *   budget → commit now (handlers spread far apart each commit at once, in the shortest window);
- *   expected within it → wait until then, and ask again. Before two handlers have finished there is
- *   no gap to go by: the first waits out the budget (handlers that finish together share one step).
+ *   expected within it → wait until then. The queue asks again at every finish and when the wait
+ *   ends, so a wait only ever gets shorter. Before two handlers have finished there is no gap to go
+ *   by: the first waits out the budget (handlers that finish together share one step).
  *
  * What this is *not*: the queue (commit.ts), or a promise about requests. Handlers that finish
  * further apart than a round trip commit one step each; `commitLingerMs: N` trades a wider window
@@ -71,11 +72,18 @@ export interface Finishes {
 const TICK_MS = 1;
 
 /**
+ * The longest the adaptive linger ever waits, whatever the round trips say: a cold first step (a
+ * connection being set up) or a stalled one must not hold a success back for long, and past this a
+ * saved request is not worth the wider window.
+ */
+export const MAX_LINGER_MS = 50;
+
+/**
  * How much longer (ms) the queued successes should wait for company: 0 to commit now. `oldestAt`
  * is when the oldest of them was queued, `budgetMs` one store round trip.
  */
 export function lingerMs(now: number, oldestAt: number, budgetMs: number, finishes: Finishes): number {
-  const deadline = oldestAt + budgetMs;
+  const deadline = oldestAt + Math.min(budgetMs, MAX_LINGER_MS);
   let until = deadline;
   if (finishes.count >= 2) {
     // One tick of slack: a finish expected at a fraction of a millisecond is caught by the next tick.

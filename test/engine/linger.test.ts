@@ -7,7 +7,7 @@
 import { describe, expect, it, vi } from "vitest";
 import type { Claim, ClaimingStore } from "../../src/contract.js";
 import { BatchEngine, type EngineEvent } from "../../src/engine/index.js";
-import { RoundTrips, lingerMs } from "../../src/engine/linger.js";
+import { MAX_LINGER_MS, RoundTrips, lingerMs } from "../../src/engine/linger.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -43,6 +43,13 @@ describe("lingerMs", () => {
   it("no budget (a store that answers within a millisecond): never waits", () => {
     expect(lingerMs(1_000, 1_000, 0, none)).toBe(0);
     expect(lingerMs(1_000, 1_000, 0.4, one(1_000))).toBe(0);
+  });
+
+  it("never more than MAX_LINGER_MS, however slow the steps were (a cold connection, a stall)", () => {
+    expect(MAX_LINGER_MS).toBe(50);
+    expect(lingerMs(1_000, 1_000, 400, one(1_000))).toBe(50);
+    expect(lingerMs(1_000, 1_000, 400, { count: 3, last: 1_000, previous: 960 })).toBe(41);
+    expect(lingerMs(1_000, 1_000, 400, { count: 3, last: 1_000, previous: 900 })).toBe(0);
   });
 
   it("before two handlers have finished: waits out the budget, counted from the oldest queued success", () => {
@@ -103,6 +110,44 @@ async function run(engine: BatchEngine, ids: string[], ended: Map<string, number
 }
 
 describe("the adaptive linger in a batch", () => {
+  it("a wait gets shorter as handlers finish: a hung neighbour does not hold the others' commit for the whole budget", async () => {
+    // A cold first claim step (300 ms): the budget starts at its cap, 50 ms. The first success
+    // waits for company; the next ones finish right after it, so the expected gap is ~0 and the
+    // commit goes at once when the next expected finish does not come — long before the budget.
+    const inner = new InMemoryStore();
+    const commits: number[] = [];
+    let first = true;
+    const store: ClaimingStore = {
+      seen: (id) => inner.seen(id),
+      remember: (id) => inner.remember(id),
+      forget: (id) => inner.forget(id),
+      claim: (id, lease) => inner.claim(id, lease),
+      release: (id, token) => inner.release(id, token),
+      claimMany: async (ids, lease): Promise<Claim[]> => {
+        if (first) await sleep(300);
+        first = false;
+        return inner.claimMany(ids, lease);
+      },
+      rememberMany: async (ids) => {
+        commits.push(performance.now());
+        await inner.rememberMany(ids);
+      },
+    };
+    let finished = 0;
+    const never = new Promise<void>(() => undefined);
+    const engine = new BatchEngine(store, async (_m, ctx) => {
+      if (ctx.key === "hung") return never;
+      await sleep(5);
+      finished = performance.now();
+    });
+    void engine.process(batch(["h0", "h1", "h2", "h3", "hung"]));
+    const waited = Date.now();
+    while (commits.length === 0 && Date.now() - waited < 5_000) await sleep(2);
+    expect(commits.length).toBeGreaterThan(0);
+    // Well inside the 50 ms cap (a generous bound for a loaded machine), and nowhere near the 300 ms step.
+    expect((commits[0] as number) - finished).toBeLessThan(45);
+  });
+
   it("handlers far apart: each success commits at once, its commit landing about one round trip after its effect", async () => {
     const { store, commits } = slowStore(30);
     const ended = new Map<string, number>();
