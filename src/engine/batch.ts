@@ -27,7 +27,7 @@ import type { EngineEvent, RunInterceptor } from "../events.js";
 import { StepQueue } from "./commit.js";
 import { decode, fingerprintAll, gate, markCopiesAndBlocked } from "./gate.js";
 import { type RoundTrips, lingerMs } from "./linger.js";
-import { invoke, lanesOf, runLanes } from "./run.js";
+import { type RunOutcome, invoke, lanesOf, runLanes } from "./run.js";
 import type { EngineSettings } from "./settings.js";
 import { voidStep } from "./store-step.js";
 import type { Delivery, Item, ProcessOptions } from "./types.js";
@@ -207,15 +207,23 @@ export class BatchRun<Message, RC> {
     return false;
   }
 
-  /** One lane step: decide, run, and queue the commit or release. True when the lane may go on. */
-  async #step(item: Item<Message, RC>): Promise<boolean> {
+  /**
+   * One lane step: decide, run, and queue the commit or release. True when the lane may go on —
+   * at once when the gate decided it, else once the handler returned (no async frame of its own:
+   * the handler's run continues straight into `#afterRun`).
+   */
+  #step(item: Item<Message, RC>): boolean | Promise<boolean> {
     if (this.#decideAtGate(item)) return (item.result as MessageResult).ack;
     if (item.gate === undefined) return false;
     item.stage = "running";
     this.#running += 1;
     this.#unstarted -= 1;
     if (this.#settings.transactional && item.token !== undefined) return this.#transact(item);
-    const outcome = await invoke(this.#settings.handle, this.#scope.intercept, item);
+    return invoke(this.#settings.handle, this.#scope.intercept, item).then((outcome) => this.#afterRun(item, outcome));
+  }
+
+  /** The handler returned (or threw): queue the commit, or the release and the final result. */
+  #afterRun(item: Item<Message, RC>, outcome: RunOutcome): boolean {
     this.#ran(item);
     const next = afterRun(outcome, item.dedupe, item.key, item.token !== undefined);
     if (next.next === "commit") {
