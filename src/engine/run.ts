@@ -99,10 +99,6 @@ export function invoke<Message, RC>(
       : { ...delivery.context, key: item.key, attempts: item.attempts, dedupe: item.dedupe, ...extra }
   ) as HandlerContext<RC>;
   const started = Date.now();
-  const ended = (outcome: RunOutcome): RunOutcome => {
-    item.handlerMs = Date.now() - started;
-    return outcome;
-  };
   let running: unknown;
   try {
     if (intercept === undefined) running = handle(item.message as Message, context);
@@ -120,10 +116,18 @@ export function invoke<Message, RC>(
       }, info);
     }
   } catch (error) {
-    return Promise.resolve(ended({ ok: false, error }));
+    item.handlerMs = Date.now() - started;
+    return Promise.resolve({ ok: false, error });
   }
+  // Inline callbacks (no named closure per call: a bundler keeping names would wrap each one).
   return Promise.resolve(running).then(
-    () => ended(RAN),
-    (error: unknown) => ended({ ok: false, error }),
+    () => {
+      item.handlerMs = Date.now() - started;
+      return RAN;
+    },
+    (error: unknown) => {
+      item.handlerMs = Date.now() - started;
+      return { ok: false, error };
+    },
   );
 }
