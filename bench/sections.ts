@@ -133,7 +133,7 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
     window === undefined
       ? "Not measured in this run."
       : table(
-          ["backend", "kit", "handlers", "requests per batch", "commit lag median", "commit lag max", "store round trip"],
+          ["backend", "kit", "handlers", "requests per batch", "commit lag median", "commit lag max", "store step (median)"],
           ["l", "l", "l", "r", "r", "r", "r"],
           window.lag.map((l) => [
             l.backend,

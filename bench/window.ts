@@ -9,8 +9,8 @@
  *     and the records that went back to the queue.
  *  2. Commit lag and requests: 10 handlers that finish together, 10 close together (0–90 ms, 10 ms
  *     apart) and 10 staggered over 0–450 ms; for every record, the time from its effect's end to its
- *     commit landing (median, max), the store requests of the batch, and (ours) the store's round
- *     trip as the engine timed its steps — the adaptive linger keeps the lag within two of them. A
+ *     commit landing (median, max), the store requests of the batch, and (ours) the median duration
+ *     of its store steps — the adaptive linger keeps the lag within about two round trips. A
  *     second "ours" on DynamoDB with a fixed `commitLingerMs: 100` shows the other trade: fewer
  *     requests for a wider window.
  *
@@ -156,7 +156,7 @@ export interface LagFigure {
   readonly lagMedianMs: number;
   readonly lagMaxMs: number;
   readonly rounds: number;
-  /** Ours: the median duration of its claim and commit steps (ms, whole ms as the events give them), one store round trip. */
+  /** Ours: the median duration of its claim and commit steps (ms, whole ms as the events give them). */
   readonly roundTripMs?: number;
 }
 
@@ -272,9 +272,9 @@ export function renderWindow(figures: WindowFigures | undefined, delayMs: number
     "|:--|:--|:--|--:|--:|",
     ...figures.hang.map((h) => `| ${h.backend} | ${h.kit} | ${h.answered ? `yes, at ${Math.round(h.answeredMs)} ms` : "no: killed"} | ${h.returned} | ${h.repeated} |`),
     "",
-    `Commit lag (a record's effect end → its commit landed) and store requests per batch of 10, at ${delayMs} ms injected latency each way: handlers that finish together (20 ms each), close together (0, 10, … 90 ms) and staggered (0, 50, … 450 ms). Ours lingers for company only while another finish is expected within one store round trip (its default, adaptive \`commitLingerMs\`), so an effect's commit lands within about two round trips; the last column is that round trip as ours timed its steps. \`commitLingerMs 100\` is the other trade: a wider window for fewer requests.`,
+    `Commit lag (a record's effect end → its commit landed) and store requests per batch of 10, at ${delayMs} ms injected latency each way: handlers that finish together (20 ms each), close together (0, 10, … 90 ms) and staggered (0, 50, … 450 ms). Ours lingers for company only while another finish is expected within one store round trip (its default, adaptive \`commitLingerMs\`), so an effect's commit lands within about two round trips; the last column is the median of ours' claim and commit steps (a claim step of 10 ids in parallel takes longer than one round trip; the linger's budget is the fastest recent step). \`commitLingerMs 100\` is the other trade: a wider window for fewer requests.`,
     "",
-    "| backend | kit | handlers | requests per batch | commit lag median (ms) | commit lag max (ms) | store round trip (ms) |",
+    "| backend | kit | handlers | requests per batch | commit lag median (ms) | commit lag max (ms) | store step, median (ms) |",
     "|:--|:--|:--|--:|--:|--:|--:|",
     ...figures.lag.map(
       (l) =>

@@ -4,9 +4,8 @@
  * from what the engine observed, and never so long that the commit lands later than about two
  * store round trips after the effect.
  *
- * - The budget is one store round trip: the median duration of the engine's last store steps
- *   (`RoundTrips`; the gate's claim step gives the first sample of every batch), and never more than
- *   `MAX_LINGER_MS`. The oldest queued success waits at most that long, and its step takes about
+ * - The budget is one store round trip: the fastest of the engine's last store steps (`RoundTrips`;
+ *   the gate's claim step gives the first sample of every batch), and never more than `MAX_LINGER_MS`. The oldest queued success waits at most that long, and its step takes about
  *   one more, so its commit lands within two round trips of its effect. A store that answers within
  *   a millisecond (in memory) gets no linger at all: there is nothing to save.
  * - Inside the budget, the queue waits only for a finish it expects: the next handler is expected
@@ -24,13 +23,16 @@
 /** How many recent store steps the round-trip estimate looks at. */
 const SAMPLES = 8;
 
-/** The engine's estimate of one store round trip: the median duration of its last steps (ms, `performance.now` precision). */
+/**
+ * The engine's estimate of one store round trip: the fastest of its last 8 steps (ms,
+ * `performance.now` precision). The fastest, not a typical one: a claim step of many ids in
+ * parallel, or a step that stalled, takes longer than one round trip, and the budget must not grow
+ * with them — an underestimate only makes the linger shorter.
+ */
 export class RoundTrips {
   readonly #samples: number[] = [];
-  /** The samples in order, for the median (kept, not made per step). */
-  readonly #sorted: number[] = [];
   #next = 0;
-  #median = 0;
+  #fastest = 0;
 
   /** Records one store step's duration (ms). */
   add(durationMs: number): void {
@@ -39,25 +41,12 @@ export class RoundTrips {
     if (samples.length < SAMPLES) samples.push(durationMs);
     else samples[this.#next] = durationMs;
     this.#next = (this.#next + 1) % SAMPLES;
-    // Eight numbers: an insertion sort into a kept array (a library sort allocates a work array per call).
-    const sorted = this.#sorted;
-    sorted.length = samples.length;
-    for (let i = 0; i < samples.length; i += 1) {
-      const value = samples[i] as number;
-      let j = i - 1;
-      while (j >= 0 && (sorted[j] as number) > value) {
-        sorted[j + 1] = sorted[j] as number;
-        j -= 1;
-      }
-      sorted[j + 1] = value;
-    }
-    const middle = sorted.length >> 1;
-    this.#median = sorted.length % 2 === 1 ? (sorted[middle] as number) : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+    this.#fastest = Math.min(...samples);
   }
 
-  /** The median of the recent steps (ms); 0 before any. */
+  /** The fastest of the recent steps (ms); 0 before any. */
   get estimateMs(): number {
-    return this.#median;
+    return this.#fastest;
   }
 }
 

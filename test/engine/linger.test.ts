@@ -13,26 +13,25 @@ import { InMemoryStore } from "../../src/memory-store.js";
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 describe("RoundTrips", () => {
-  it("is the median of the last 8 steps, 0 before any, and ignores nonsense", () => {
+  it("is the fastest of the last 8 steps (a parallel or stalled step does not grow it), 0 before any, and ignores nonsense", () => {
     const trips = new RoundTrips();
     expect(trips.estimateMs).toBe(0);
-    trips.add(10);
-    expect(trips.estimateMs).toBe(10);
-    trips.add(30);
-    expect(trips.estimateMs).toBe(20);
+    trips.add(70);
+    expect(trips.estimateMs).toBe(70);
+    trips.add(15);
+    expect(trips.estimateMs).toBe(15);
     trips.add(Number.NaN);
     trips.add(-1);
+    trips.add(400);
+    expect(trips.estimateMs).toBe(15);
+    for (const ms of [20, 21, 22, 23, 24]) trips.add(ms);
+    // 70 15 400 20 21 22 23 24: still 15.
+    expect(trips.estimateMs).toBe(15);
+    // Two more: 70 and then 15 give way to the newest (8 samples kept).
+    trips.add(30);
+    expect(trips.estimateMs).toBe(15);
+    trips.add(30);
     expect(trips.estimateMs).toBe(20);
-    for (const ms of [1, 2, 3, 4, 5, 6]) trips.add(ms);
-    // 10, 30, 1, 2, 3, 4, 5, 6 → sorted 1 2 3 4 5 6 10 30 → (4 + 5) / 2
-    expect(trips.estimateMs).toBe(4.5);
-    // The oldest sample (10) gives way to the newest: 30 1 2 3 4 5 6 100.
-    trips.add(100);
-    expect(trips.estimateMs).toBe(4.5);
-    trips.add(100);
-    trips.add(100);
-    // 2 3 4 5 6 100 100 100 → (5 + 6) / 2
-    expect(trips.estimateMs).toBe(5.5);
   });
 });
 
