@@ -40,6 +40,13 @@ import { writeBenchDocs } from "../scripts/bench-docs.js";
 const PARTS = ["overhead", "bundles", "window", "stores", "transactional", "cost"] as const;
 type Part = (typeof PARTS)[number];
 
+/** When each part of a partial run's results was measured: now for the parts of `--only`, else as the previous results say. */
+function measuredOn(only: Set<Part>, previous: BenchResults): Record<string, string> {
+  const now = new Date().toISOString();
+  const before = previous.facts.measured ?? {};
+  return Object.fromEntries(PARTS.map((part) => [part, only.has(part) ? now : (before[part] ?? previous.facts.date)]));
+}
+
 function onlyParts(argv: readonly string[]): Set<Part> | undefined {
   const arg = argv.find((one) => one.startsWith("--only="));
   if (arg === undefined) return undefined;
@@ -146,7 +153,7 @@ async function measure(only: Set<Part> | undefined): Promise<BenchResults> {
       rounds,
       importSamples,
       durationS: (performance.now() - started) / 1000,
-      ...(only === undefined || previous === undefined ? {} : { partial: { measured: [...only], restFrom: previous.facts.partial?.restFrom ?? previous.facts.date } }),
+      ...(only === undefined || previous === undefined ? {} : { measured: measuredOn(only, previous) }),
       versions: {
         "babelqueue-serverless": (JSON.parse(readFileSync("package.json", "utf8")) as { version: string }).version,
         "@aws-lambda-powertools/idempotency": version("@aws-lambda-powertools/idempotency"),

@@ -37,7 +37,9 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
   /** The run the figures come from. */
   run: ({ facts }) =>
     `Measured by \`npm run bench\` on ${facts.date.slice(0, 10)} (${facts.cores} × ${facts.cpu}, Node ${facts.node}, ${facts.delayMs} ms injected each way on the store round trips)` +
-    (facts.partial === undefined ? "." : `; ${facts.partial.measured.join(", ")} re-measured then, the rest from the run of ${facts.partial.restFrom.slice(0, 10)}.`),
+    (facts.measured === undefined
+      ? "."
+      : `, in parts: ${Object.entries(facts.measured).map(([part, date]) => `${part} on ${date.slice(0, 10)}`).join(", ")}.`),
 
   /** The key figures, ours vs Powertools. */
   key: (results) =>
