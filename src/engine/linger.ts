@@ -13,7 +13,8 @@
  *   budget → commit now (handlers spread far apart each commit at once, in the shortest window);
  *   expected within it → wait until then. The queue asks again at every finish and when the wait
  *   ends, so a wait only ever gets shorter. Before two handlers have finished there is no gap to go
- *   by: the first waits out the budget (handlers that finish together share one step).
+ *   by: the first waits a short probe (`FIRST_PROBE_MS`), enough for handlers that finish together
+ *   to show it (they then share one step), too short to widen a lone success's window.
  *
  * What this is *not*: the queue (commit.ts), or a promise about requests. Handlers that finish
  * further apart than a round trip commit one step each; `commitLingerMs: N` trades a wider window
@@ -67,13 +68,16 @@ const TICK_MS = 1;
  */
 export const MAX_LINGER_MS = 50;
 
+/** How long the first success of a batch waits to see whether others finish with it. */
+export const FIRST_PROBE_MS = 2;
+
 /**
  * How much longer (ms) the queued successes should wait for company: 0 to commit now. `oldestAt`
  * is when the oldest of them was queued, `budgetMs` one store round trip.
  */
 export function lingerMs(now: number, oldestAt: number, budgetMs: number, finishes: Finishes): number {
   const deadline = oldestAt + Math.min(budgetMs, MAX_LINGER_MS);
-  let until = deadline;
+  let until = Math.min(deadline, oldestAt + FIRST_PROBE_MS);
   if (finishes.count >= 2) {
     // One tick of slack: a finish expected at a fraction of a millisecond is caught by the next tick.
     const expected = finishes.last + (finishes.last - finishes.previous) + TICK_MS;
