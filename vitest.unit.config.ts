@@ -20,6 +20,7 @@ const BACKEND_FREE = [
   "test/engine/options.test.ts",
   "test/engine/claim-failures.test.ts",
   "test/stores/dynamodb/clock.test.ts",
+  "test/engine/linger.test.ts",
   "test/core/*.test.ts",
   "test/observability/*.test.ts",
   "test/stores/memory.test.ts",
@@ -30,6 +31,7 @@ const BACKEND_FREE = [
   "test/docs/doc-comments.test.ts",
   "test/docs/examples.test.ts",
   "test/stores/postgres/pool-listeners.test.ts",
+  "test/package/bench-docs.test.ts",
 ];
 
 export default defineConfig({

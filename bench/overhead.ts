@@ -18,6 +18,7 @@ import type { Context, MSKEvent, SQSEvent } from "aws-lambda";
 import { kafkaHandler } from "../handlers/lambda-kafka.js";
 import { InMemoryStore } from "../src/memory-store.js";
 import { kafkaRecord, mskEvent } from "../scripts/lambda-events.js";
+import { batchMetrics } from "../src/observability/metrics.js";
 import { envelopeBody, lambdaContext, newIds, sqsEvent } from "./fixtures/sqs.js";
 import { Effect, type Kit } from "./kit.js";
 import { bareKit, oursKit } from "./ours.js";
@@ -83,8 +84,18 @@ export function overheadKits(): TimedKit[] {
   const none = { count: 0, reset: () => undefined };
   return [
     sqsTimed(bareKit()),
-    sqsTimed(oursKit("ours", "sqsHandler + InMemoryStore", new InMemoryStore(), none)),
-    sqsTimed(oursKit("ours (fingerprint off)", "the same with `fingerprint: false`: the payload check's own cost is the difference", new InMemoryStore(), none, { fingerprint: false })),
+    // The default options: payload fingerprint and outcome logs on (a new message logs nothing), metrics off.
+    sqsTimed(oursKit("ours", "sqsHandler + InMemoryStore, default options (fingerprint and logs on)", new InMemoryStore(), none, { logger: undefined })),
+    sqsTimed(oursKit("ours (fingerprint off)", "the same with `fingerprint: false`: the payload check's own cost is the difference", new InMemoryStore(), none, { logger: undefined, fingerprint: false })),
+    sqsTimed(
+      oursKit(
+        "ours + metrics",
+        "the same with `metrics: batchMetrics()`: one EMF document built per batch (written to a no-op sink here, stdout in Lambda)",
+        new InMemoryStore(),
+        none,
+        { logger: undefined, metrics: batchMetrics({ write: () => undefined }) },
+      ),
+    ),
     kafkaTimed(),
     sqsTimed(powertoolsKit("Powertools", "BatchProcessor + makeIdempotent + in-memory persistence layer", new MemoryPersistenceLayer(), none)),
     sqsTimed(powertoolsBatchOnlyKit()),

@@ -7,16 +7,20 @@
  *      store requests and wall time per batch of 1 / 10 / 100 new messages and of 10 duplicates;
  *   4. cost: billed units (DynamoDB RRU / WRU, Upstash commands, Durable Object requests and SQLite
  *      rows in workerd) and dollars per million messages on 10 new, 10 duplicates and a redelivery storm;
- *   5. a fleet: P concurrent consumers on one store (bench/fleet/), ours and Powertools side by side.
+ *   5. a fleet: P concurrent consumers on one store (bench/fleet/), ours and Powertools side by side;
  *   6. large batches: one SQS batch of BENCH_LARGE_BATCH records on DynamoDB (large-batch.ts).
  * Writes bench/results/report.md, chart.svg and results.json. Starts and stops its own backends
  * (loopback only); exits non-zero if a kit got an outcome wrong or a backend would not start.
  *
  * Knobs (environment): BENCH_ROUNDS (default 9), BENCH_DELAY_MS (default 5),
  * BENCH_IMPORT_SAMPLES (default 15), BENCH_OVERHEAD_BATCHES (default 300), BENCH_FLEET_SIZES (default
- * "1,8,32,64"; empty skips the fleet), BENCH_FLEET_MESSAGES (default 2000),
- * BENCH_LARGE_BATCH (records in the large batch, default 10000; 0 skips the section).
+ * "1,8,32,64"; empty skips the fleet), BENCH_FLEET_MESSAGES (default 2000), BENCH_LARGE_BATCH (records
+ * in the large batch, default 10000; 0 skips it).
  * `npx tsx bench/run.ts --report-only` re-renders report.md and chart.svg from results.json.
+ * `--only=overhead,bundles,window,stores,transactional,cost,fleet,large-batch` measures just those parts (bundles
+ * includes the import times) and keeps the rest from the last results.json; the report says which
+ * parts are from which run. Every write also regenerates the docs' marked benchmark sections
+ * (scripts/bench-docs.ts).
  *
  * What this is *not*: part of `npm test`.
  */
@@ -26,21 +30,41 @@ import { resolve } from "node:path";
 import { startBackends } from "./backends.js";
 import { measureBundles } from "./bundle.js";
 import { measureImportTimes } from "./import-time.js";
-import { measureOverhead } from "./overhead.js";
+import { type OverheadFigures, measureOverhead } from "./overhead.js";
 import { type BenchResults, fmt, keyRows, ratio, renderMarkdown, renderSvg } from "./report.js";
 import { dynamodbKits, measureBackend, redisKits } from "./store-runs.js";
 import { measureWindow } from "./window.js";
 import { measureTransactional } from "./transactional.js";
 import { measureCosts } from "./cost-runs.js";
-import { measureLargeBatchDynamoDB } from "./large-batch.js";
 import { measureDurableObjectCosts } from "./cost-do.js";
 import { PRICES_CHECKED } from "./prices.js";
+import { writeBenchDocs } from "../scripts/bench-docs.js";
 import { type FleetResults, measureFleet } from "./fleet/fleet.js";
+import { measureLargeBatchDynamoDB } from "./large-batch.js";
 import { guardSpawnedChildren } from "../scripts/child-guard.mjs";
 
 // Every backend this run starts stops with it, however it ends (scripts/child-guard.mjs): the ones
 // spawned here are guarded where they are spawned; Miniflare's workerd is guarded from here.
 guardSpawnedChildren({ names: ["workerd"] });
+
+/** The parts of a run that `--only` can pick. */
+const PARTS = ["overhead", "bundles", "window", "stores", "transactional", "cost", "fleet", "large-batch"] as const;
+type Part = (typeof PARTS)[number];
+
+/** When each part of a partial run's results was measured: now for the parts of `--only`, else as the previous results say. */
+function measuredOn(only: Set<Part>, previous: BenchResults): Record<string, string> {
+  const now = new Date().toISOString();
+  const before = previous.facts.measured ?? {};
+  return Object.fromEntries(PARTS.map((part) => [part, only.has(part) ? now : (before[part] ?? previous.facts.date)]));
+}
+
+function onlyParts(argv: readonly string[]): Set<Part> | undefined {
+  const arg = argv.find((one) => one.startsWith("--only="));
+  if (arg === undefined) return undefined;
+  const parts = arg.slice("--only=".length).split(",").filter(Boolean);
+  for (const part of parts) if (!(PARTS as readonly string[]).includes(part)) throw new Error(`--only: unknown part "${part}" (parts: ${PARTS.join(", ")})`);
+  return new Set(parts as Part[]);
+}
 
 function knob(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -66,56 +90,78 @@ function write(results: BenchResults): void {
   for (const row of keyRows(results)) {
     console.log(`${row.label.padEnd(58)} ours ${fmt(row.ours, row.unit).padStart(9)}  Powertools ${fmt(row.powertools, row.unit).padStart(9)}  ${ratio(row.powertools, row.ours)}`);
   }
+  for (const file of writeBenchDocs(results)) console.log(`[bench] regenerated the marked sections of ${file}`);
 }
 
-async function measure(): Promise<BenchResults> {
+async function measure(only: Set<Part> | undefined): Promise<BenchResults> {
   const started = performance.now();
+  const wanted = (part: Part) => only === undefined || only.has(part);
+  const previous = only === undefined ? undefined : (JSON.parse(readFileSync(resolve(outDir, "results.json"), "utf8")) as BenchResults);
   const rounds = Math.max(1, Math.round(knob("BENCH_ROUNDS", 9)));
   const delayMs = knob("BENCH_DELAY_MS", 5);
   const importSamples = Math.max(1, Math.round(knob("BENCH_IMPORT_SAMPLES", 15)));
   const overheadBatches = Math.max(1, Math.round(knob("BENCH_OVERHEAD_BATCHES", 300)));
-  const largeBatch = Math.min(10_000, Math.round(knob("BENCH_LARGE_BATCH", 10_000)));
   const loadStart = loadavg();
   const step = (text: string) => console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${text}`);
 
-  step("per-message overhead (in memory)");
-  const overhead = await measureOverhead(rounds, overheadBatches);
-  step("bundle sizes");
-  const bundles = await measureBundles();
-  step(`import times (${importSamples} fresh processes per bundle)`);
-  const imports = measureImportTimes(bundles, importSamples);
-  step(`starting DynamoDB Local, redis-server, the REST bridge and ${delayMs} ms delay proxies`);
-  const backends = await startBackends(delayMs);
-  let dynamodb: BenchResults["dynamodb"] | undefined;
-  let redis: BenchResults["redis"] | undefined;
-  let window: BenchResults["window"];
-  let transactional: BenchResults["transactional"];
-  let costFigures: Awaited<ReturnType<typeof measureCosts>> | undefined;
-  let fleet: FleetResults | undefined;
+  let overhead = previous?.overhead as OverheadFigures;
+  if (wanted("overhead")) {
+    step("per-message overhead (in memory)");
+    overhead = await measureOverhead(rounds, overheadBatches);
+  }
+  let bundles = previous?.bundles as BenchResults["bundles"];
+  let imports = previous?.imports as BenchResults["imports"];
+  if (wanted("bundles")) {
+    step("bundle sizes");
+    const measured = await measureBundles();
+    step(`import times (${importSamples} fresh processes per bundle)`);
+    imports = measureImportTimes(measured, importSamples);
+    // Where the bundles were written is this machine's business, not the report's.
+    bundles = measured.map(({ file: _file, ...figure }) => figure);
+  }
+  let dynamodb = previous?.dynamodb as BenchResults["dynamodb"];
+  let redis = previous?.redis as BenchResults["redis"];
+  let window = previous?.window;
+  let transactional = previous?.transactional;
+  let costFigures = previous?.cost?.figures === undefined ? undefined : [...previous.cost.figures];
+  let fleet: FleetResults | undefined = previous?.fleet;
+  let largeBatchFigures = previous?.largeBatch;
   const fleetSizes = (process.env.BENCH_FLEET_SIZES ?? "1,8,32,64")
     .split(",")
     .map((size) => size.trim())
     .filter((size) => size !== "")
     .map(Number);
   if (fleetSizes.some((size) => !Number.isSafeInteger(size) || size < 1)) throw new Error("BENCH_FLEET_SIZES must be a list of positive integers");
-  let largeBatchFigures: BenchResults["largeBatch"];
-  try {
-    step(`DynamoDB: ${rounds} rounds`);
-    dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);
-    step(`Redis: ${rounds} rounds`);
-    redis = await measureBackend("Redis", await redisKits(backends), rounds);
-    window = await measureWindow(backends, Math.max(1, Math.round(rounds / 3)), step);
-    step("transactional mode next to plain mode (DynamoDB, PostgreSQL)");
-    transactional = await measureTransactional(backends, rounds);
-    step("cost: billed units on DynamoDB and Redis");
-    costFigures = await measureCosts(backends);
-    if (fleetSizes.length > 0) fleet = await measureFleet(backends, fleetSizes, Math.max(100, Math.round(knob("BENCH_FLEET_MESSAGES", 2000))), step);
-    if (largeBatch > 0) largeBatchFigures = await measureLargeBatchDynamoDB(backends, largeBatch, step);
-  } finally {
-    await backends.stop();
+  const largeBatch = Math.min(10_000, Math.round(knob("BENCH_LARGE_BATCH", 10_000)));
+  if (wanted("stores") || wanted("window") || wanted("transactional") || wanted("cost") || wanted("fleet") || wanted("large-batch")) {
+    step(`starting DynamoDB Local, redis-server, the REST bridge and ${delayMs} ms delay proxies`);
+    const backends = await startBackends(delayMs);
+    try {
+      if (wanted("stores")) {
+        step(`DynamoDB: ${rounds} rounds`);
+        dynamodb = await measureBackend("DynamoDB", dynamodbKits(backends), rounds);
+        step(`Redis: ${rounds} rounds`);
+        redis = await measureBackend("Redis", await redisKits(backends), rounds);
+      }
+      if (wanted("window")) window = await measureWindow(backends, Math.max(1, Math.round(rounds / 3)), step);
+      if (wanted("transactional")) {
+        step("transactional mode next to plain mode (DynamoDB, PostgreSQL)");
+        transactional = await measureTransactional(backends, rounds);
+      }
+      if (wanted("cost")) {
+        step("cost: billed units on DynamoDB and Redis");
+        costFigures = await measureCosts(backends);
+      }
+      if (wanted("fleet") && fleetSizes.length > 0) fleet = await measureFleet(backends, fleetSizes, Math.max(100, Math.round(knob("BENCH_FLEET_MESSAGES", 2000))), step);
+      if (wanted("large-batch") && largeBatch > 0) largeBatchFigures = await measureLargeBatchDynamoDB(backends, largeBatch, step);
+    } finally {
+      await backends.stop();
+    }
   }
-  step("cost: Durable Objects in workerd (Miniflare)");
-  costFigures.push(...(await measureDurableObjectCosts()));
+  if (wanted("cost")) {
+    step("cost: Durable Objects in workerd (Miniflare)");
+    (costFigures as NonNullable<typeof costFigures>).push(...(await measureDurableObjectCosts()));
+  }
 
   const results: BenchResults = {
     facts: {
@@ -129,6 +175,7 @@ async function measure(): Promise<BenchResults> {
       rounds,
       importSamples,
       durationS: (performance.now() - started) / 1000,
+      ...(only === undefined || previous === undefined ? {} : { measured: measuredOn(only, previous) }),
       versions: {
         "babelqueue-serverless": (JSON.parse(readFileSync("package.json", "utf8")) as { version: string }).version,
         "@aws-lambda-powertools/idempotency": version("@aws-lambda-powertools/idempotency"),
@@ -144,13 +191,12 @@ async function measure(): Promise<BenchResults> {
     redis,
     window,
     transactional,
-    cost: { figures: costFigures, pricesChecked: PRICES_CHECKED },
-    ...(largeBatchFigures === undefined ? {} : { largeBatch: largeBatchFigures }),
+    ...(costFigures === undefined ? {} : { cost: { figures: costFigures, pricesChecked: PRICES_CHECKED } }),
     overhead,
-    // Where the bundles were written is this machine's business, not the report's.
-    bundles: bundles.map(({ file: _file, ...figure }) => figure),
+    bundles,
     imports,
     ...(fleet === undefined ? {} : { fleet }),
+    ...(largeBatchFigures === undefined ? {} : { largeBatch: largeBatchFigures }),
   };
   return results;
 }
@@ -160,7 +206,7 @@ if (process.argv.includes("--report-only")) {
   write(JSON.parse(readFileSync(resolve(outDir, "results.json"), "utf8")) as BenchResults);
 } else {
   const started = performance.now();
-  write(await measure());
+  write(await measure(onlyParts(process.argv)));
   console.log(`[bench] done in ${((performance.now() - started) / 1000).toFixed(0)} s: bench/results/report.md, chart.svg, results.json`);
 }
 // Backend clients may keep sockets referenced for a moment; the run is over.

@@ -13,7 +13,7 @@ import { PutItemCommand } from "@aws-sdk/client-dynamodb";
 import pg from "pg";
 import { BatchEngine } from "../src/engine/index.js";
 import { txOf } from "../src/transaction.js";
-import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../entry/dynamodb.js";
+import { type DynamoDBTransaction, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../entry/dynamodb.js";
 import { type PgPoolLike, PostgresStore, createIdempotencyTable as createPgTable } from "../entry/postgres.js";
 import { startPostgres } from "../test/setup/postgres.js";
 import type { Backends } from "./backends.js";
@@ -71,7 +71,7 @@ export async function measureTransactional(backends: Backends, rounds: number): 
   await createIdempotencyTable(client, idempotencyTableDefinition(EFFECTS)).catch(() => undefined);
   const table = "bq-bench-tx";
   await createIdempotencyTable(client, idempotencyTableDefinition(table)).catch(() => undefined);
-  const store = new DynamoDBStore({ table, client, namespace: "tx-bench" });
+  const store = new TransactionalDynamoDBStore({ table, client, namespace: "tx-bench" });
   const plain = new BatchEngine(store, async (_m, ctx) => {
     await client.send(new PutItemCommand({ TableName: EFFECTS, Item: { pk: { S: `${ctx.key}` } } }));
   });

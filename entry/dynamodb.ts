@@ -1,6 +1,7 @@
 /**
- * `babelqueue-serverless/dynamodb`: `DynamoDBStore` (a claiming and transactional store on one
- * DynamoDB table), the table's definition and IAM actions, and transactional mode's handle.
+ * `babelqueue-serverless/dynamodb`: `DynamoDBStore` (a claiming store on one DynamoDB table),
+ * `TransactionalDynamoDBStore` (the same, plus transactional mode), the table's definition and IAM
+ * actions, and transactional mode's handle.
  * Needs `@aws-sdk/client-dynamodb` (a peer dependency; the Lambda runtime has it).
  *
  * The list is deliberate and pinned by test/package/exports.test.ts.
@@ -10,6 +11,7 @@
 import * as transaction from "../stores/dynamodb/transaction.js";
 
 export { DynamoDBStore, type DynamoDBStoreOptions } from "../stores/dynamodb/store.js";
+export { TransactionalDynamoDBStore } from "../stores/dynamodb/transactional-store.js";
 export {
   type CreateIdempotencyTableOptions,
   DYNAMODB_STORE_ACTIONS,

@@ -4,8 +4,8 @@
  * store contract's types, the envelope, the results and the typed errors.
  *
  * Runtime adapters and backend stores live behind their own subpaths (`/lambda`, `/cloudflare`,
- * `/dynamodb`, `/redis`, `/upstash`, `/postgres`), so this entry has no dependency at all; the helpers
- * for writing a store of your own are on `/store-kit`.
+ * `/dynamodb`, `/redis`, `/upstash`, `/postgres`), so this entry has no dependency at all; metrics and
+ * tracing are on `/metrics` and `/tracing`; the helpers for writing a store of your own are on `/store-kit`.
  *
  * The list below is deliberate, and pinned by test/package/exports.test.ts: adding or removing a
  * name is a visible decision. Names marked `@deprecated` moved elsewhere and are kept for one minor
@@ -30,6 +30,9 @@ import * as traceContext from "../src/observability/trace-context.js";
 import * as wrapModule from "../src/wrap.js";
 
 import type * as contract from "../src/contract.js";
+import type * as metrics from "../src/observability/metrics.js";
+import type * as otelApi from "../src/observability/otel-api.js";
+import type * as tracing from "../src/observability/tracing.js";
 
 export {
   type Claim,
@@ -72,17 +75,16 @@ export { InMemoryStore, type InMemoryStoreOptions } from "../src/memory-store.js
 export { type WrapDelivery, type WrappedHandler, type WrappedResultHandler, wrap, wrapResult } from "../src/wrap.js";
 export { NoTransactionError, txOf } from "../src/transaction.js";
 export {
+  type BatchExtension,
   type BatchObservation,
   type LoggerLike,
-  type MetricsOptions,
   type Observability,
+  type ObservabilityExtension,
   type ObservabilityOptions,
-  type OtelApi,
-  type TracingOptions,
   createObservability,
-  isReplay,
   jsonLogger,
 } from "../src/observability/index.js";
+export { isReplay } from "../src/observability/trace-context.js";
 
 // ---------------------------------------------------------------------------------------------
 // Deprecated: kept for one minor version, removed in 0.3.0.
@@ -119,5 +121,11 @@ export const parseBody: typeof envelopeModule.parseBody = envelopeModule.parseBo
 export const rejectionOf: typeof wrapModule.rejectionOf = wrapModule.rejectionOf;
 /** @deprecated Internal to tracing (BabelQueue's trace_id → OpenTelemetry trace id). Removed in 0.3.0. */
 export const traceIdOf: typeof traceContext.otelTraceId = traceContext.otelTraceId;
+/** @deprecated Import it from `babelqueue-serverless/metrics` (with `batchMetrics`). Removed in 0.3.0. */
+export type MetricsOptions<Env = unknown> = metrics.MetricsOptions<Env>;
+/** @deprecated Import it from `babelqueue-serverless/tracing` (with `otelTracing`). Removed in 0.3.0. */
+export type TracingOptions = tracing.TracingOptions;
+/** @deprecated Import it from `babelqueue-serverless/tracing`. Removed in 0.3.0. */
+export type OtelApi = otelApi.OtelApi;
 /** @deprecated Internal to the default fingerprint. Removed in 0.3.0. */
 export const canonicalJson: typeof fingerprintModule.canonicalJson = fingerprintModule.canonicalJson;

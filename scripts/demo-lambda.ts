@@ -25,7 +25,7 @@ import { createRequire } from "node:module";
 import { type AttributeValue, DynamoDBClient, ScanCommand } from "@aws-sdk/client-dynamodb";
 import type { SQSEvent, SQSRecord } from "aws-lambda";
 import { sqsHandler } from "../handlers/lambda-sqs.js";
-import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../entry/dynamodb.js";
+import { DynamoDBStore, type DynamoDBTransaction, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../entry/dynamodb.js";
 import { txOf } from "../src/transaction.js";
 import type { DemoReport } from "./demo-report.js";
 import { hasJava, localClientConfig, startDynamoDBLocal } from "./dynamodb-local.mjs";
@@ -135,7 +135,7 @@ export async function runLambdaTransactionalScenario(): Promise<DemoReport | und
     await createIdempotencyTable(client, idempotencyTableDefinition(table));
     await createIdempotencyTable(client, idempotencyTableDefinition(effects));
     const report = await runStorm({ scenario: "Lambda SQS + DynamoDBStore, transactional (DynamoDB Local)", messages }, (tools) => {
-      const store = new DynamoDBStore({ table, namespace: "orders-consumer", client });
+      const store = new TransactionalDynamoDBStore({ table, namespace: "orders-consumer", client });
       // One invocation per batch; `crash` says whether it dies after the writes, before the commit.
       const invocation = (crash: boolean) =>
         sqsHandler({

@@ -57,6 +57,11 @@ export interface DecisionPolicy {
 
 export const DEFAULT_POLICY: DecisionPolicy = { onStoreError: "retry", onInvalid: "retry", onConflict: "retry" };
 
+/** `{ key }`, or `{}` without one: how a result carries its key. */
+function keyed(key: string | undefined): { key?: string } {
+  return key === undefined ? {} : { key };
+}
+
 /** What the store said at the gate (before the handler). */
 export type GateOutcome =
   | { readonly kind: "claim"; readonly claim: Claim }
@@ -77,7 +82,7 @@ export function invalid(reason: string, policy: DecisionPolicy, key?: string): M
     dedupe: "none",
     handlerRan: false,
     error: new InvalidMessageError(reason),
-    ...(key === undefined ? {} : { key }),
+    ...keyed(key),
   };
 }
 
@@ -111,22 +116,25 @@ export function conflict(
  * The gate's verdict: run, or stop as duplicate / in-flight / conflict / store failure.
  * `fingerprint` is this message's; a stored one that differs makes a `conflict`.
  */
+/** The runs that hold no claim: one object each, shared (a verdict is never mutated). */
+const RUN_UNGUARDED: Step = Object.freeze({ next: "run", dedupe: "none" });
+const RUN_SEEN_SET: Step = Object.freeze({ next: "run", dedupe: "seen-set" });
+
 export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string | undefined, fingerprint?: string): Step {
-  const keyed = key === undefined ? {} : { key };
   switch (gate.kind) {
     case "no-key":
-      return { next: "run", dedupe: "none" };
+      return RUN_UNGUARDED;
     case "store-error":
-      if (policy.onStoreError === "run") return { next: "run", dedupe: "none" };
-      return { next: "stop", result: { status: "failed", ack: false, dedupe: gate.mode, handlerRan: false, error: asStoreError(gate.error, gate.mode), ...keyed } };
+      if (policy.onStoreError === "run") return RUN_UNGUARDED;
+      return { next: "stop", result: { status: "failed", ack: false, dedupe: gate.mode, handlerRan: false, error: asStoreError(gate.error, gate.mode), ...keyed(key) } };
     case "seen":
       if (gate.seen) {
         if (key !== undefined && fingerprintsDiffer(gate.fingerprint, fingerprint)) {
           return { next: "stop", result: conflict(policy, "seen-set", key, "done", gate.fingerprint as string, fingerprint as string) };
         }
-        return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "seen-set", handlerRan: false, ...keyed } };
+        return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "seen-set", handlerRan: false, ...keyed(key) } };
       }
-      return { next: "run", dedupe: "seen-set" };
+      return RUN_SEEN_SET;
     case "claim": {
       const claim = gate.claim;
       if (claim.status !== "claimed" && key !== undefined && fingerprintsDiffer(claim.fingerprint, fingerprint)) {
@@ -136,7 +144,7 @@ export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string
         case "claimed":
           return { next: "run", dedupe: "claim", token: claim.token };
         case "done":
-          return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "claim", handlerRan: false, ...keyed } };
+          return { next: "stop", result: { status: "duplicate", ack: true, dedupe: "claim", handlerRan: false, ...keyed(key) } };
         case "in-flight":
           return {
             next: "stop",
@@ -146,7 +154,7 @@ export function afterGate(gate: GateOutcome, policy: DecisionPolicy, key: string
               dedupe: "claim",
               handlerRan: false,
               retryAfterMs: Math.max(0, Math.ceil(claim.retryAfterMs)),
-              ...keyed,
+              ...keyed(key),
             },
           };
       }
@@ -160,18 +168,19 @@ export type AfterRun =
   | { readonly next: "release"; readonly result: MessageResult }
   | { readonly next: "stop"; readonly result: MessageResult };
 
+const COMMIT: AfterRun = Object.freeze({ next: "commit" });
+
 export function afterRun(
   outcome: { readonly ok: true } | { readonly ok: false; readonly error: unknown },
   dedupe: DedupeMode,
   key: string | undefined,
   holdsClaim: boolean,
 ): AfterRun {
-  const keyed = key === undefined ? {} : { key };
   if (outcome.ok) {
     if (key === undefined) return { next: "stop", result: { status: "ran", ack: true, dedupe, handlerRan: true } };
-    return { next: "commit" };
+    return COMMIT;
   }
-  const result: MessageResult = { status: "failed", ack: false, dedupe, handlerRan: true, error: outcome.error, ...keyed };
+  const result: MessageResult = { status: "failed", ack: false, dedupe, handlerRan: true, error: outcome.error, ...keyed(key) };
   // A throw leaves the id unmarked so a redelivery runs it again; a held claim is released
   // so that redelivery does not have to wait for the lease.
   return holdsClaim ? { next: "release", result } : { next: "stop", result };
@@ -199,7 +208,7 @@ export function copyOf(
   policy: DecisionPolicy,
   fingerprints: { readonly first?: string; readonly copy?: string; readonly stored?: string } = {},
 ): MessageResult {
-  const base = { dedupe: first.dedupe, handlerRan: false, ...(first.key === undefined ? {} : { key: first.key }) };
+  const base = { dedupe: first.dedupe, handlerRan: false, ...keyed(first.key) };
   if (first.status === "conflict" && first.key !== undefined) {
     const conflictState = first.error instanceof PayloadConflictError ? first.error.state : "done";
     if (fingerprintsDiffer(fingerprints.stored, fingerprints.copy)) {
@@ -227,7 +236,7 @@ export function notStarted(dedupe: DedupeMode, key: string | undefined): Message
     dedupe,
     handlerRan: false,
     error: new DeadlineExceededError("not started"),
-    ...(key === undefined ? {} : { key }),
+    ...keyed(key),
   };
 }
 
@@ -244,7 +253,7 @@ export function stillRunning(dedupe: DedupeMode, key: string | undefined, retryA
     handlerRan: true,
     retryAfterMs: Math.max(0, Math.ceil(retryAfterMs)),
     error: new DeadlineExceededError("still running"),
-    ...(key === undefined ? {} : { key }),
+    ...keyed(key),
   };
 }
 
@@ -262,5 +271,5 @@ export function afterTransaction(error: unknown, key: string): { readonly next: 
 
 /** A FIFO message not run because an earlier message of its group was not acknowledged. */
 export function blocked(error: unknown, dedupe: DedupeMode, key: string | undefined): MessageResult {
-  return { status: "failed", ack: false, dedupe, handlerRan: false, error, ...(key === undefined ? {} : { key }) };
+  return { status: "failed", ack: false, dedupe, handlerRan: false, error, ...keyed(key) };
 }

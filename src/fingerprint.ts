@@ -7,11 +7,17 @@
  * that another SDK re-serialised, with other `attempts`, another `meta.lang` or another key order,
  * still matches; a different job or different data does not.
  *
+ * Hashed while walking: `defaultFingerprint` feeds the canonical JSON to the hash piece by piece as
+ * it walks the message, and never builds the string. The value is exactly `hash128(canonicalJson(…))`
+ * (test/core/fingerprint.test.ts pins both, and checks them against each other on random values), so
+ * fingerprints stored by earlier versions and by other SDKs stay comparable. The walk allocates
+ * nothing per string, number or key except each object's sorted key list.
+ *
  * Why not SHA-256: Web Crypto's digest is asynchronous and cost about 35 µs a message in the
  * benchmark — more than the rest of the engine together — while this check guards against
  * producer bugs, not adversaries (a producer that wants to reuse an id can do so anyway). A
  * synchronous 128-bit hash makes an accidental collision (which would only bring back the old
- * behaviour, a silent duplicate) vanishingly unlikely, in a few µs.
+ * behaviour, a silent duplicate) vanishingly unlikely, in well under a µs for an envelope.
  *
  * What this is *not*: a content-addressed id, or a cryptographic digest. The dedupe key is still
  * `meta.id`; the fingerprint only checks that a reused id carries the same message. It is not a
@@ -22,7 +28,6 @@ import { MAX_FINGERPRINT_LENGTH } from "./contract.js";
 
 /** A message's fingerprint, or undefined when it has none (then it matches any record). */
 export type Fingerprinter<Message> = (message: Message) => string | undefined | Promise<string | undefined>;
-
 
 function isPlainRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -78,59 +83,227 @@ function serialise(value: unknown, stack: Set<object>): string | undefined {
 
 const BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
+/** murmur3's 32-bit finaliser: every input bit reaches every output bit. */
+function fmix(h: number): number {
+  let x = h ^ (h >>> 16);
+  x = Math.imul(x, 0x85ebca6b);
+  x ^= x >>> 13;
+  x = Math.imul(x, 0xc2b2ae35);
+  return (x ^ (x >>> 16)) >>> 0;
+}
+
 /**
- * A 128-bit non-cryptographic hash of a string's UTF-16 code units: four 32-bit lanes, each
- * multiply-xor mixed per code unit and cross-fed, then avalanched (murmur3's fmix32). Stable across
- * runtimes (only `Math.imul` and 32-bit arithmetic), synchronous, a few µs for an envelope.
+ * The state of `hash128` over a text fed in pieces: feeding "ab" then "c" gives the hash of "abc".
+ * Four 32-bit lanes, each multiply-xor mixed per UTF-16 code unit and cross-fed.
  */
-export function hash128(text: string): string {
-  let a = 0x6a09e667;
-  let b = 0xbb67ae85;
-  let c = 0x3c6ef372;
-  let d = 0xa54ff53a;
-  for (let i = 0; i < text.length; i += 1) {
-    const unit = text.charCodeAt(i);
-    a = Math.imul(a ^ unit, 0x01000193);
-    b = Math.imul(b ^ unit, 0x5bd1e995) ^ (a >>> 15);
-    c = Math.imul(c ^ unit, 0x27d4eb2d) ^ (b >>> 13);
-    d = Math.imul(d ^ unit, 0x165667b1) ^ (c >>> 16);
+class Hash128 {
+  a = 0x6a09e667;
+  b = 0xbb67ae85;
+  c = 0x3c6ef372;
+  d = 0xa54ff53a;
+  /** Code units fed so far. */
+  n = 0;
+
+  text(text: string): void {
+    let { a, b, c, d } = this;
+    for (let i = 0; i < text.length; i += 1) {
+      const unit = text.charCodeAt(i);
+      a = Math.imul(a ^ unit, 0x01000193);
+      b = Math.imul(b ^ unit, 0x5bd1e995) ^ (a >>> 15);
+      c = Math.imul(c ^ unit, 0x27d4eb2d) ^ (b >>> 13);
+      d = Math.imul(d ^ unit, 0x165667b1) ^ (c >>> 16);
+    }
+    this.a = a;
+    this.b = b;
+    this.c = c;
+    this.d = d;
+    this.n += text.length;
   }
-  const fmix = (h: number): number => {
-    let x = h ^ (h >>> 16);
-    x = Math.imul(x, 0x85ebca6b);
-    x ^= x >>> 13;
-    x = Math.imul(x, 0xc2b2ae35);
-    return (x ^ (x >>> 16)) >>> 0;
-  };
-  // Cross-mix the lanes (and the length) before the final avalanche, so every lane sees every input unit.
-  a = fmix(a ^ d ^ text.length);
-  b = fmix(b ^ a);
-  c = fmix(c ^ b);
-  d = fmix(d ^ c);
-  a = fmix(a ^ d);
-  let out = "";
+
+  /** `JSON.stringify(text)`, fed without building it unless the text needs escaping. */
+  jsonString(text: string): void {
+    for (let i = 0; i < text.length; i += 1) {
+      const unit = text.charCodeAt(i);
+      if (unit < 0x20 || unit === 0x22 || unit === 0x5c || (unit >= 0xd800 && unit <= 0xdfff)) {
+        // Rare: a control character, a quote, a backslash or a surrogate. JSON.stringify knows the rules.
+        this.text(JSON.stringify(text));
+        return;
+      }
+    }
+    this.text('"');
+    this.text(text);
+    this.text('"');
+  }
+
+  /** The 22 base64url characters of the 128 bits, after the final avalanche. */
+  digest(): string {
+    // Cross-mix the lanes (and the length) before the final avalanche, so every lane sees every input unit.
+    const a = fmix(this.a ^ this.d ^ this.n);
+    const b = fmix(this.b ^ a);
+    const c = fmix(this.c ^ b);
+    const d = fmix(this.d ^ c);
+    const e = fmix(a ^ d);
+    return base64url(e, b, c, d);
+  }
+}
+
+/** The character codes of one digest, reused: the digest string is made in one piece. */
+const DIGITS: number[] = new Array<number>(22).fill(0);
+
+/** Four 32-bit words, big-endian, as base64url without padding (22 characters). */
+function base64url(w0: number, w1: number, w2: number, w3: number): string {
+  let digit = 0;
   let bits = 0;
   let buffer = 0;
-  for (const lane of [a, b, c, d]) {
+  for (let lane = 0; lane < 4; lane += 1) {
+    const word = lane === 0 ? w0 : lane === 1 ? w1 : lane === 2 ? w2 : w3;
     for (let shift = 24; shift >= 0; shift -= 8) {
-      buffer = (buffer << 8) | ((lane >>> shift) & 0xff);
+      buffer = (buffer << 8) | ((word >>> shift) & 0xff);
       bits += 8;
       while (bits >= 6) {
         bits -= 6;
-        out += BASE64URL[(buffer >>> bits) & 63];
+        DIGITS[digit++] = BASE64URL.charCodeAt((buffer >>> bits) & 63);
       }
       buffer &= (1 << bits) - 1;
     }
   }
-  if (bits > 0) out += BASE64URL[(buffer << (6 - bits)) & 63];
-  return out;
+  // 128 bits: 21 full digits and 2 bits left over, padded to the 22nd.
+  DIGITS[digit] = BASE64URL.charCodeAt((buffer << (6 - bits)) & 63);
+  return String.fromCharCode.apply(null, DIGITS);
+}
+
+/** An object's own enumerable keys, sorted as `Array.prototype.sort` sorts strings (by UTF-16 code units). */
+function sortedKeys(record: object): string[] {
+  const keys = Object.keys(record);
+  if (keys.length > 16) return keys.sort();
+  // Insertion sort: most objects have a handful of keys, and this allocates nothing (the library sort does).
+  for (let i = 1; i < keys.length; i += 1) {
+    const key = keys[i] as string;
+    let j = i - 1;
+    while (j >= 0 && (keys[j] as string) > key) {
+      keys[j + 1] = keys[j] as string;
+      j -= 1;
+    }
+    keys[j + 1] = key;
+  }
+  return keys;
+}
+
+/**
+ * A 128-bit non-cryptographic hash of a string's UTF-16 code units: four 32-bit lanes, each
+ * multiply-xor mixed per code unit and cross-fed, then avalanched (murmur3's fmix32). Stable across
+ * runtimes (only `Math.imul` and 32-bit arithmetic), synchronous, well under a µs for an envelope.
+ */
+export function hash128(text: string): string {
+  const hash = new Hash128();
+  hash.text(text);
+  return hash.digest();
+}
+
+/** What `JSON.stringify` would make of a value once its `toJSON` (if any) has run: its JSON-able self, or undefined when skipped. */
+function jsonable(value: unknown): unknown {
+  if (typeof value === "object" && value !== null && typeof (value as { toJSON?: unknown }).toJSON === "function") {
+    return jsonable((value as { toJSON: () => unknown }).toJSON());
+  }
+  return value;
+}
+
+/** True for what an object skips and an array renders `null`: undefined, functions, symbols. */
+function skipped(value: unknown): boolean {
+  return value === undefined || typeof value === "function" || typeof value === "symbol";
+}
+
+/**
+ * Feeds the canonical JSON of `value` (already through `jsonable`, and not `skipped`) to the hash:
+ * exactly the text `canonicalJson` would build, walked in the same order. Throws for a BigInt or a
+ * cycle (`ancestors` holds the objects being walked).
+ */
+function feed(hash: Hash128, value: unknown, ancestors: object[]): void {
+  switch (typeof value) {
+    case "string":
+      hash.jsonString(value);
+      return;
+    case "number":
+      hash.text(Number.isFinite(value) ? String(value) : "null");
+      return;
+    case "boolean":
+      hash.text(value ? "true" : "false");
+      return;
+    case "bigint":
+      throw new TypeError("BigInt has no JSON form");
+  }
+  if (value === null) {
+    hash.text("null");
+    return;
+  }
+  const object = value as object;
+  if (ancestors.includes(object)) throw new TypeError("cycle");
+  ancestors.push(object);
+  if (Array.isArray(object)) {
+    hash.text("[");
+    for (let i = 0; i < object.length; i += 1) {
+      if (i > 0) hash.text(",");
+      // A hole renders as nothing, as `canonicalJson`'s `map(…).join(",")` renders it.
+      if (!(i in object)) continue;
+      const item = jsonable(object[i]);
+      if (skipped(item)) hash.text("null");
+      else feed(hash, item, ancestors);
+    }
+    hash.text("]");
+  } else {
+    const record = object as Record<string, unknown>;
+    hash.text("{");
+    let first = true;
+    for (const key of sortedKeys(record)) {
+      const item = jsonable(record[key]);
+      if (skipped(item)) continue;
+      if (!first) hash.text(",");
+      first = false;
+      hash.jsonString(key);
+      hash.text(":");
+      feed(hash, item, ancestors);
+    }
+    hash.text("}");
+  }
+  ancestors.pop();
 }
 
 /** The default fingerprint: `h1:` + the 128-bit hash of the canonical JSON of `{ job, data }`. */
 export function defaultFingerprint(message: unknown): string | undefined {
   const record = isPlainRecord(message) ? message : { data: message };
-  const canonical = canonicalJson({ job: record.job, data: record.data });
-  return canonical === undefined ? undefined : `h1:${hash128(canonical)}`;
+  const job = record.job;
+  const data = record.data;
+  try {
+    const hash = new Hash128();
+    const ancestors: object[] = [];
+    // `{ job, data }` with its keys sorted: "data" before "job", either left out when it has no JSON form.
+    hash.text("{");
+    const dataJson = jsonable(data);
+    if (!skipped(dataJson)) {
+      hash.text('"data":');
+      feed(hash, dataJson, ancestors);
+    }
+    const jobJson = jsonable(job);
+    if (!skipped(jobJson)) {
+      hash.text(skipped(dataJson) ? '"job":' : ',"job":');
+      feed(hash, jobJson, ancestors);
+    }
+    hash.text("}");
+    return `h1:${hash.digest()}`;
+  } catch {
+    // A BigInt, a cycle, or a toJSON / getter that threw: no JSON form, so no fingerprint.
+    return undefined;
+  }
+}
+
+/** An answer of a fingerprinter, settled: a string of at most `MAX_FINGERPRINT_LENGTH`, hashed down when longer; else none. */
+function settleFingerprint(value: unknown): string | undefined {
+  if (typeof value !== "string" || value === "") return undefined;
+  return value.length <= MAX_FINGERPRINT_LENGTH ? value : `h1:${hash128(value)}`;
+}
+
+function none(): undefined {
+  return undefined;
 }
 
 /**
@@ -143,14 +316,10 @@ export function fingerprintOf<Message>(
   message: Message,
 ): string | undefined | Promise<string | undefined> {
   if (fingerprinter === undefined) return undefined;
-  const settle = (value: unknown): string | undefined => {
-    if (typeof value !== "string" || value === "") return undefined;
-    return value.length <= MAX_FINGERPRINT_LENGTH ? value : `h1:${hash128(value)}`;
-  };
   try {
     const value = fingerprinter(message);
     // Synchronous fingerprints (the default) stay synchronous: no event-loop turn per message.
-    return value instanceof Promise ? value.then(settle, () => undefined) : settle(value);
+    return value instanceof Promise ? value.then(settleFingerprint, none) : settleFingerprint(value);
   } catch {
     return undefined;
   }

@@ -4,7 +4,10 @@
  * injectable clock.
  *
  * For tests, demos, and single-process consumers. Expiry is checked on every read, and
- * expired entries are swept as writes go on, so memory stays bounded by the live ids.
+ * expired entries are swept as writes go on (every 1,024th write), so memory stays bounded by the
+ * live ids. A sweep walks the map only when an entry may have expired: the store keeps the
+ * earliest end of any entry written since the last walk, so a sweep costs nothing while every
+ * lease and retention still runs (the common case), rather than a walk of every id.
  *
  * What this is *not*: shared. Two Lambda instances or two Workers isolates each have their
  * own memory, so this store cannot dedupe across them; use DynamoDB, Upstash Redis or the
@@ -23,7 +26,10 @@ export interface InMemoryStoreOptions extends StoreWindows {
   namespace?: string;
   /** The clock, in epoch milliseconds. Default `Date.now`; tests inject a fake one. */
   now?: () => number;
-  /** Fencing-token generator. Default `crypto.randomUUID`. */
+  /**
+   * Fencing-token generator. Default: a random prefix per store (`crypto.randomUUID`, once) and a
+   * counter, so every token of the store is unique and none costs a random draw.
+   */
   token?: () => string;
 }
 
@@ -65,13 +71,23 @@ export class InMemoryStore implements ClaimingStore {
   readonly #now: () => number;
   readonly #token: () => string;
   #writes = 0;
+  /** No entry ends before this (epoch ms): a lower bound, so a sweep before it has nothing to do. */
+  #earliestEnd = Number.POSITIVE_INFINITY;
 
   constructor(options: InMemoryStoreOptions = {}) {
     checkOptions(options, MEMORY_OPTION_KEYS, "InMemoryStore");
     this.namespace = checkNamespace(options.namespace ?? "");
     ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
     this.#now = options.now ?? Date.now;
-    this.#token = options.token ?? (() => crypto.randomUUID());
+    if (options.token !== undefined) this.#token = options.token;
+    else {
+      const prefix = `${crypto.randomUUID()}:`;
+      let counter = 0;
+      this.#token = () => {
+        counter += 1;
+        return `${prefix}${counter}`;
+      };
+    }
   }
 
   /** Live entries (committed or in flight), for tests and metrics. */
@@ -90,8 +106,9 @@ export class InMemoryStore implements ClaimingStore {
 
   #key(id: string): string {
     if (typeof id !== "string") throw new InvalidOptionError("id", "must be a string");
-    // Map keys need no hashing; the namespace cannot contain ':', so the join is unambiguous.
-    return `${this.namespace}:${id}`;
+    // The id itself: Map keys need no hashing, and the map is this store's alone (one namespace),
+    // so a namespace prefix would only cost a string per call.
+    return id;
   }
 
   #live(key: string, now: number): Entry | undefined {
@@ -104,36 +121,52 @@ export class InMemoryStore implements ClaimingStore {
     return entry;
   }
 
-  #written(): void {
+  #written(expiresAt: number): void {
+    if (expiresAt < this.#earliestEnd) this.#earliestEnd = expiresAt;
     if (++this.#writes % SWEEP_EVERY_WRITES === 0) this.#sweep();
   }
 
   #sweep(): void {
     const now = this.#now();
-    for (const [key, entry] of this.#entries) if (entry.expiresAt <= now) this.#entries.delete(key);
+    if (now < this.#earliestEnd) return;
+    const entries = this.#entries;
+    let earliest = Number.POSITIVE_INFINITY;
+    // forEach, not for…of: no [key, entry] pair allocated per entry (deleting while iterating is fine for a Map).
+    entries.forEach((entry, key) => {
+      if (entry.expiresAt <= now) entries.delete(key);
+      else if (entry.expiresAt < earliest) earliest = entry.expiresAt;
+    });
+    this.#earliestEnd = earliest;
   }
 
-  #claimSync(id: string, leaseMs: number, fingerprint: string | undefined): Claim {
+  #claimSync(id: string, leaseMs: number, fingerprint: string | undefined, now: number): Claim {
     const key = this.#key(id);
-    const now = this.#now();
     const entry = this.#live(key, now);
     if (entry?.state === "done") return { status: "done", ...withFingerprint(entry.fingerprint) };
     if (entry?.state === "in-flight") {
       return { status: "in-flight", retryAfterMs: entry.expiresAt - now, ...withFingerprint(entry.fingerprint) };
     }
     const token = this.#token();
-    this.#entries.set(key, { state: "in-flight", token, expiresAt: now + leaseMs, fingerprint });
-    this.#written();
+    const expiresAt = now + leaseMs;
+    this.#entries.set(key, { state: "in-flight", token, expiresAt, fingerprint });
+    this.#written(expiresAt);
     return { status: "claimed", token };
   }
 
   /** The commit: keeps the live record's fingerprint when none is given. */
-  #rememberSync(id: string, fingerprint: string | undefined): void {
+  #rememberSync(id: string, fingerprint: string | undefined, now: number): void {
     const key = this.#key(id);
-    const now = this.#now();
-    const kept = fingerprint ?? this.#live(key, now)?.fingerprint;
-    this.#entries.set(key, { state: "done", token: "", expiresAt: now + this.retentionMs, fingerprint: kept });
-    this.#written();
+    const live = this.#live(key, now);
+    const expiresAt = now + this.retentionMs;
+    if (live === undefined) this.#entries.set(key, { state: "done", token: "", expiresAt, fingerprint });
+    else {
+      // The claim's own entry becomes the record: one object per id, not one per write.
+      live.state = "done";
+      live.token = "";
+      live.expiresAt = expiresAt;
+      live.fingerprint = fingerprint ?? live.fingerprint;
+    }
+    this.#written(expiresAt);
   }
 
   #releaseSync(id: string, token: string): boolean {
@@ -172,12 +205,13 @@ export class InMemoryStore implements ClaimingStore {
   }
 
   async remember(id: string, fingerprint?: string): Promise<void> {
-    this.#rememberSync(id, checkFingerprint(fingerprint));
+    this.#rememberSync(id, checkFingerprint(fingerprint), this.#now());
   }
 
   async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
     const checked = checkFingerprints(fingerprints, ids.length);
-    for (const [i, id] of ids.entries()) this.#rememberSync(id, checked[i]);
+    const now = this.#now();
+    for (let i = 0; i < ids.length; i += 1) this.#rememberSync(ids[i] as string, checked[i], now);
   }
 
   async forget(id: string): Promise<void> {
@@ -185,13 +219,14 @@ export class InMemoryStore implements ClaimingStore {
   }
 
   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
-    return this.#claimSync(id, checkMs("leaseMs", leaseMs ?? this.leaseMs), checkFingerprint(fingerprint));
+    return this.#claimSync(id, checkMs("leaseMs", leaseMs ?? this.leaseMs), checkFingerprint(fingerprint), this.#now());
   }
 
   async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
     const checked = checkFingerprints(fingerprints, ids.length);
-    return ids.map((id, i) => this.#claimSync(id, lease, checked[i]));
+    const now = this.#now();
+    return ids.map((id, i) => this.#claimSync(id, lease, checked[i], now));
   }
 
   async release(id: string, token: string): Promise<boolean> {

@@ -29,5 +29,5 @@ export const handler = sqsHandler({
   },
   // Every delivery that is not a plain run (duplicate, park, failure, invalid, conflict,
   // commit-failed) and every store error is logged as one JSON line by default, never a payload.
-  // `metrics: true` adds CloudWatch EMF lines; `tracing: { api }` OpenTelemetry spans.
+  // `metrics: batchMetrics()` (babelqueue-serverless/metrics) adds CloudWatch EMF lines; `tracing: otelTracing({ api })` (babelqueue-serverless/tracing) OpenTelemetry spans.
 });

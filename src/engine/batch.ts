@@ -2,6 +2,12 @@
  * One `process` call: the three phases over one batch, with the state they share — the items,
  * the commit and release queues, the running count, the deadline.
  *
+ * Hot path, per message: one item, one handler context, one result, and the result event only
+ * when something listens. Everything else is per batch: the queues and their callbacks are made
+ * once here, and a finished success goes into the commit queue as it is (the item), settled
+ * through a callback rather than a promise of its own. "Is anything still to run?" is a counter,
+ * not a scan of the batch.
+ *
  * What this is *not*: option validation (settings.ts) or a verdict (../decision.ts).
  */
 import type { ClaimRef, ClaimingStore, TransactionalStore } from "../contract.js";
@@ -20,9 +26,10 @@ import { GroupBlockedError } from "../errors.js";
 import type { EngineEvent, RunInterceptor } from "../events.js";
 import { StepQueue } from "./commit.js";
 import { decode, fingerprintAll, gate, markCopiesAndBlocked } from "./gate.js";
-import { invoke, lanesOf, runLanes } from "./run.js";
+import { type RoundTrips, lingerMs } from "./linger.js";
+import { type RunOutcome, invoke, lanesOf, runLanes } from "./run.js";
 import type { EngineSettings } from "./settings.js";
-import { batchOrEach, errorsOf, voidMany } from "./store-step.js";
+import { voidStep } from "./store-step.js";
 import type { Delivery, Item, ProcessOptions } from "./types.js";
 
 /** The fingerprint the store answered the gate with (a done / in-flight record's), if any. */
@@ -43,15 +50,15 @@ async function raceTimer(work: Promise<unknown>, ms: number): Promise<void> {
   }
 }
 
-interface CommitEntry {
-  readonly key: string;
-  readonly fingerprint: string | undefined;
-}
+const noop = (): void => undefined;
 
-/** What one batch adds to the engine's settings: where its events go, and its handlers' interceptor. */
+/** What one batch adds to the engine's settings: where its events go, its handlers' interceptor, the store's pace. */
 export interface BatchScope {
-  readonly emit: (event: EngineEvent) => void;
+  /** Where the batch's events go; undefined when nothing listens (no event is even made then). */
+  readonly emit: ((event: EngineEvent) => void) | undefined;
   readonly intercept: RunInterceptor | undefined;
+  /** The engine's store round-trip estimate: the adaptive linger's budget, fed by this batch's steps. */
+  readonly roundTrips: RoundTrips;
 }
 
 /** The state of one `process` call. */
@@ -60,14 +67,18 @@ export class BatchRun<Message, RC> {
   readonly #scope: BatchScope;
   readonly #run: ProcessOptions;
   readonly #items: Item<Message, RC>[];
-  readonly #copies = new Map<number, Item<Message, RC>[]>();
-  readonly #commits: StepQueue<CommitEntry>;
+  #copies: Map<number, Item<Message, RC>[]> | undefined;
+  readonly #commits: StepQueue<Item<Message, RC>>;
   readonly #releases: StepQueue<ClaimRef>;
   readonly #leaseMs: number | undefined;
   #running = 0;
+  /** Items a lane may still start: not final, not running, not a copy. */
+  #unstarted = 0;
   #stopped = false;
   #answered = false;
   #claimedAt = 0;
+  /** Handler finishes so far, for the adaptive linger. */
+  #finishes = { count: 0, last: 0, previous: 0 };
 
   constructor(settings: EngineSettings<Message, RC>, scope: BatchScope, deliveries: readonly Delivery<RC>[], run: ProcessOptions) {
     this.#settings = settings;
@@ -76,33 +87,35 @@ export class BatchRun<Message, RC> {
     this.#leaseMs = run.leaseMs ?? settings.leaseMs;
     this.#items = deliveries.map((delivery, index) => decode(settings, delivery, index));
     const store = settings.store;
-    // Worth lingering for: handlers running, or still to start (a pool slot frees up in a moment).
-    const othersRunning = () =>
-      this.#running > 0 || (!this.#stopped && this.#items.some((item) => item.stage === "waiting" && !item.reported && item.firstCopy === undefined));
-    this.#commits = new StepQueue<CommitEntry>({
+    const roundTrips = scope.roundTrips;
+    // What the commit and release queues share: the linger (adaptive, or the fixed option), the batch's pace and events.
+    const shared = {
+      lingerMs: settings.commitLingerMs ?? 0,
+      lingerFor: settings.commitLingerMs === undefined ? (oldestAt: number) => lingerMs(Date.now(), oldestAt, roundTrips.estimateMs, this.#finishes) : undefined,
+      othersRunning: () => this.#running > 0 || (!this.#stopped && this.#unstarted > 0),
+      emit: scope.emit,
+      timed: (ms: number) => roundTrips.add(ms),
+    };
+    this.#commits = new StepQueue<Item<Message, RC>>({
+      ...shared,
       step: "commit",
       retries: settings.commitRetries,
-      lingerMs: settings.commitLingerMs,
-      othersRunning,
-      emit: scope.emit,
-      run: async (entries) => {
-        const keys = entries.map((entry) => entry.key);
-        const fingerprints = entries.map((entry) => entry.fingerprint);
-        const many = voidMany(keys.length, store.rememberMany === undefined ? undefined : () => (store.rememberMany as NonNullable<typeof store.rememberMany>).call(store, keys, fingerprints));
-        return errorsOf(await batchOrEach("rememberMany", keys.length, many, (i) => store.remember(keys[i] as string, fingerprints[i])));
+      run: (items) => {
+        const keys = items.map((item) => item.key as string);
+        const fingerprints = items.map((item) => item.fingerprint);
+        const many = store.rememberMany === undefined ? undefined : () => (store.rememberMany as NonNullable<typeof store.rememberMany>).call(store, keys, fingerprints);
+        return voidStep(keys.length, many, (i) => store.remember(keys[i] as string, fingerprints[i]));
       },
     });
     this.#releases = new StepQueue<ClaimRef>({
+      ...shared,
       step: "release",
       // A failed release only means the redelivery waits for the lease to end: reported, not retried.
       retries: 0,
-      lingerMs: settings.commitLingerMs,
-      othersRunning,
-      emit: scope.emit,
-      run: async (claims) => {
+      run: (claims) => {
         const claiming = store as ClaimingStore;
-        const many = voidMany(claims.length, claiming.releaseMany === undefined ? undefined : () => (claiming.releaseMany as NonNullable<ClaimingStore["releaseMany"]>).call(claiming, claims));
-        return errorsOf(await batchOrEach("releaseMany", claims.length, many, (i) => claiming.release((claims[i] as ClaimRef).id, (claims[i] as ClaimRef).token)));
+        const many = claiming.releaseMany === undefined ? undefined : () => (claiming.releaseMany as NonNullable<ClaimingStore["releaseMany"]>).call(claiming, claims);
+        return voidStep(claims.length, many, (i) => claiming.release((claims[i] as ClaimRef).id, (claims[i] as ClaimRef).token));
       },
     });
   }
@@ -114,22 +127,30 @@ export class BatchRun<Message, RC> {
 
   async process(): Promise<MessageResult[]> {
     const settings = this.#settings;
+    const items = this.#items;
     const answerAt = this.#run.deadline === undefined ? undefined : this.#run.deadline - settings.deadlineMarginMs;
-    await fingerprintAll(settings, this.#items);
-    const gated = markCopiesAndBlocked(this.#items);
-    for (const item of this.#items) if (item.firstCopy !== undefined) this.#copiesOf(item.firstCopy).push(item);
-    for (const item of this.#items) if (item.result !== undefined) this.#finish(item, item.result);
+    // Only a user's asynchronous fingerprint function is awaited; the default is synchronous.
+    const fingerprinting = fingerprintAll(settings, items);
+    if (fingerprinting !== undefined) await fingerprinting;
+    const gated = markCopiesAndBlocked(items);
+    for (const item of items) {
+      if (item.firstCopy !== undefined) this.#copiesOf(item.firstCopy).push(item);
+      else this.#unstarted += 1;
+    }
+    for (const item of items) if (item.result !== undefined) this.#finish(item, item.result);
 
     if (answerAt !== undefined && Date.now() >= answerAt) {
       // No time to claim and run anything: every delivery goes back to the queue untouched.
       this.#stopped = true;
     } else {
-      await gate(settings, this.#scope.emit, gated, this.#leaseMs);
+      const asked = performance.now();
+      await gate(settings, this.#scope.emit ?? noop, gated, this.#leaseMs);
       this.#claimedAt = Date.now();
+      if (gated.length > 0) this.#scope.roundTrips.add(performance.now() - asked);
       // Messages outside FIFO groups that the gate already decided are final now.
       for (const item of gated) if (item.delivery.group === undefined) this.#decideAtGate(item);
       const lanes = runLanes(
-        lanesOf(this.#items),
+        lanesOf(items),
         settings.concurrency,
         () => this.#stopped,
         (item) => this.#step(item),
@@ -139,24 +160,31 @@ export class BatchRun<Message, RC> {
       else await raceTimer(lanes, answerAt - Date.now());
     }
     this.#stopped = true;
-    for (const item of this.#items) if (!item.reported && item.stage === "waiting" && item.firstCopy === undefined) this.#notStarted(item);
+    for (const item of items) if (!item.reported && item.stage === "waiting" && item.firstCopy === undefined) this.#notStarted(item);
 
-    const flushed = Promise.all([this.#commits.drain(), this.#releases.drain()]);
-    if (this.#run.deadline === undefined) await flushed;
-    else await raceTimer(flushed, this.#run.deadline - settings.deadlineMarginMs / 4 - Date.now());
+    // Commits and releases still queued or in flight: wait for them (until just before the deadline).
+    if (!this.#commits.idle || !this.#releases.idle) {
+      const flushed = Promise.all([this.#commits.drain(), this.#releases.drain()]);
+      if (this.#run.deadline === undefined) await flushed;
+      else await raceTimer(flushed, this.#run.deadline - settings.deadlineMarginMs / 4 - Date.now());
+    }
 
     this.#answered = true;
-    return this.#items.map((item) => {
+    const results = new Array<MessageResult>(items.length);
+    for (let i = 0; i < items.length; i += 1) {
+      const item = items[i] as Item<Message, RC>;
       if (!item.reported) {
         // Still running (or its commit still in flight) at the deadline: keep the claim, do not ack.
         const leaseLeft = this.#leaseMs === undefined ? 0 : this.#leaseMs - (Date.now() - this.#claimedAt);
         this.#finish(item, stillRunning(item.dedupe, item.key, leaseLeft));
       }
-      return item.result as MessageResult;
-    });
+      results[i] = item.result as MessageResult;
+    }
+    return results;
   }
 
   #copiesOf(index: number): Item<Message, RC>[] {
+    this.#copies ??= new Map();
     let copies = this.#copies.get(index);
     if (copies === undefined) {
       copies = [];
@@ -179,30 +207,54 @@ export class BatchRun<Message, RC> {
     return false;
   }
 
-  /** One lane step: decide, run, and queue the commit or release. True when the lane may go on. */
-  async #step(item: Item<Message, RC>): Promise<boolean> {
+  /**
+   * One lane step: decide, run, and queue the commit or release. True when the lane may go on —
+   * at once when the gate decided it, else once the handler returned (no async frame of its own:
+   * the handler's run continues straight into `#afterRun`).
+   */
+  #step(item: Item<Message, RC>): boolean | Promise<boolean> {
     if (this.#decideAtGate(item)) return (item.result as MessageResult).ack;
     if (item.gate === undefined) return false;
     item.stage = "running";
     this.#running += 1;
+    this.#unstarted -= 1;
     if (this.#settings.transactional && item.token !== undefined) return this.#transact(item);
-    const outcome = await invoke(this.#settings.handle, this.#scope.intercept, item);
-    this.#running -= 1;
-    item.stage = "finished";
+    return invoke(this.#settings.handle, this.#scope.intercept, item).then((outcome) => this.#afterRun(item, outcome));
+  }
+
+  /** The handler returned (or threw): queue the commit, or the release and the final result. */
+  #afterRun(item: Item<Message, RC>, outcome: RunOutcome): boolean {
+    this.#ran(item);
     const next = afterRun(outcome, item.dedupe, item.key, item.token !== undefined);
     if (next.next === "commit") {
-      void this.#commits.add({ key: item.key as string, fingerprint: item.fingerprint }).then((error) => {
-        this.#finish(item, afterCommit(error, item.dedupe, item.key as string), this.#answered);
-      });
-      this.#commits.nudge();
-      this.#releases.nudge();
+      this.#commits.enqueue(item, this.#committed);
+      this.#nudge();
       return true;
     }
     if (next.next === "release") this.#release(item);
-    this.#commits.nudge();
-    this.#releases.nudge();
+    this.#nudge();
     this.#finish(item, next.result, this.#answered);
     return false;
+  }
+
+  /** A commit step answered for `item`: its result is final. */
+  readonly #committed = (item: Item<Message, RC>, error: unknown): void => {
+    this.#finish(item, afterCommit(error, item.dedupe, item.key as string), this.#answered);
+  };
+
+  /** A handler returned (or threw): one fewer running, and its finish time for the linger. */
+  #ran(item: Item<Message, RC>): void {
+    this.#running -= 1;
+    item.stage = "finished";
+    const finishes = this.#finishes;
+    finishes.count += 1;
+    finishes.previous = finishes.last;
+    finishes.last = Date.now();
+  }
+
+  #nudge(): void {
+    this.#commits.nudge();
+    this.#releases.nudge();
   }
 
   /** Transactional mode: the handler's writes and the fenced commit, one transaction. */
@@ -221,20 +273,18 @@ export class BatchRun<Message, RC> {
     } catch (thrown) {
       error = thrown;
     }
-    emit({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: error === undefined });
-    this.#running -= 1;
-    item.stage = "finished";
+    emit?.({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: error === undefined });
+    this.#ran(item);
     const next = afterTransaction(error, key);
     if (next.next === "release") this.#release(item);
-    this.#commits.nudge();
-    this.#releases.nudge();
+    this.#nudge();
     this.#finish(item, next.result, this.#answered);
     return next.result.ack;
   }
 
   #release(item: Item<Message, RC>): void {
     if (item.token === undefined) return;
-    void this.#releases.add({ id: item.key as string, token: item.token });
+    this.#releases.enqueue({ id: item.key as string, token: item.token }, noop);
   }
 
   #block(rest: readonly Item<Message, RC>[]): void {
@@ -255,18 +305,18 @@ export class BatchRun<Message, RC> {
   #finish(item: Item<Message, RC>, result: MessageResult, late = false): void {
     if (item.reported && !late) return;
     if (late && !item.reported) late = false;
+    if (!item.reported && item.stage === "waiting" && item.firstCopy === undefined) this.#unstarted -= 1;
     item.reported = true;
     item.result = result;
     item.stage = "finished";
-    this.#scope.emit({
-      type: "result",
-      index: item.index,
-      result,
-      attempts: item.attempts,
-      ...(item.delivery.messageId === undefined ? {} : { messageId: item.delivery.messageId }),
-      ...(item.handlerMs === undefined ? {} : { handlerMs: item.handlerMs }),
-      ...(late ? { late: true } : {}),
-    });
+    const emit = this.#scope.emit;
+    if (emit !== undefined) {
+      const event: { -readonly [K in keyof ResultEvent]: ResultEvent[K] } = { type: "result", index: item.index, result, attempts: item.attempts };
+      if (item.delivery.messageId !== undefined) event.messageId = item.delivery.messageId;
+      if (item.handlerMs !== undefined) event.handlerMs = item.handlerMs;
+      if (late) event.late = true;
+      emit(event);
+    }
     if (late) return;
     const onResult = this.#run.onResult;
     if (onResult !== undefined) {
@@ -276,8 +326,12 @@ export class BatchRun<Message, RC> {
         // The adapter's callback must never change an outcome.
       }
     }
-    for (const copy of this.#copies.get(item.index) ?? []) {
+    const copies = this.#copies?.get(item.index);
+    if (copies === undefined) return;
+    for (const copy of copies) {
       this.#finish(copy, copyOf(result, this.#settings.policy, { first: item.fingerprint, copy: copy.fingerprint, stored: storedFingerprint(item) }));
     }
   }
 }
+
+type ResultEvent = Extract<EngineEvent, { type: "result" }>;

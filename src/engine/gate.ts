@@ -67,24 +67,30 @@ export function decode<Message, RC>(settings: EngineSettings<Message, RC>, deliv
   return item;
 }
 
-/** Fingerprints every keyed message: synchronously for the default, awaiting only a user's async fingerprint function. */
-export async function fingerprintAll<Message, RC>(settings: EngineSettings<Message, RC>, items: readonly Item<Message, RC>[]): Promise<void> {
-  if (settings.fingerprint === undefined) return;
-  const pending: Promise<void>[] = [];
+/**
+ * Fingerprints every keyed message: synchronously for the default (undefined: nothing to await),
+ * a promise only when a user's fingerprint function answered asynchronously.
+ */
+export function fingerprintAll<Message, RC>(settings: EngineSettings<Message, RC>, items: readonly Item<Message, RC>[]): Promise<void> | undefined {
+  const fingerprinter = settings.fingerprint;
+  if (fingerprinter === undefined) return undefined;
+  let pending: Promise<void>[] | undefined;
   for (const item of items) {
     if (item.key === undefined || item.result !== undefined) continue;
-    const value = fingerprintOf(settings.fingerprint, item.message as Message);
+    const value = fingerprintOf(fingerprinter, item.message as Message);
     if (value instanceof Promise) {
+      pending ??= [];
       pending.push(
         value.then((fingerprint) => {
           item.fingerprint = fingerprint;
         }),
       );
-    }
-    else item.fingerprint = value;
+    } else item.fingerprint = value;
   }
-  if (pending.length > 0) await Promise.all(pending);
+  return pending === undefined ? undefined : Promise.all(pending).then(noop);
 }
+
+function noop(): void {}
 
 /**
  * Marks later copies of a key (they share the first copy's fate) and FIFO messages already

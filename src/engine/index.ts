@@ -30,6 +30,7 @@ import { InvalidOptionError } from "../errors.js";
 import type { EngineEvent, RunInterceptor } from "../events.js";
 import { checkMs } from "../store-kit/windows.js";
 import { BatchRun } from "./batch.js";
+import { RoundTrips } from "./linger.js";
 import { type EngineSettings, engineSettings } from "./settings.js";
 import type { Delivery, EngineOptions, Handler, ProcessOptions } from "./types.js";
 
@@ -44,9 +45,10 @@ function nest(outer: RunInterceptor | undefined, inner: RunInterceptor | undefin
   return (run, info) => outer(() => inner(run, info), info);
 }
 
-/** Calls each observer, ignoring what one throws: an observer must never change an outcome. */
-function emitter(...observers: (((event: EngineEvent) => void) | undefined)[]): (event: EngineEvent) => void {
+/** Calls each observer, ignoring what one throws: an observer must never change an outcome. Undefined when there is none. */
+function emitter(...observers: (((event: EngineEvent) => void) | undefined)[]): ((event: EngineEvent) => void) | undefined {
   const present = observers.filter((observe): observe is (event: EngineEvent) => void => observe !== undefined);
+  if (present.length === 0) return undefined;
   return (event) => {
     for (const observe of present) {
       try {
@@ -75,7 +77,9 @@ function emitter(...observers: (((event: EngineEvent) => void) | undefined)[]): 
  */
 export class BatchEngine<Message = Envelope, RuntimeContext = object> {
   readonly #settings: EngineSettings<Message, RuntimeContext>;
-  readonly #emit: (event: EngineEvent) => void;
+  readonly #emit: ((event: EngineEvent) => void) | undefined;
+  /** The store's pace across batches: the adaptive commit linger's budget. */
+  readonly #roundTrips = new RoundTrips();
 
   /** Throws `InvalidOptionError` for a wrong store, handler or option (unknown keys included). */
   constructor(store: Store, handle: Handler<Message, RuntimeContext>, options: EngineOptions<Message> = {}) {
@@ -94,10 +98,11 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
     if (run.deadline !== undefined && !Number.isFinite(run.deadline)) throw new InvalidOptionError("deadline", "must be an epoch time in ms");
     const started = Date.now();
     const emit = run.observe === undefined ? this.#emit : emitter(this.#settings.observe, run.observe);
-    emit({ type: "batch-start", size: deliveries.length });
-    const batch = new BatchRun<Message, RuntimeContext>(this.#settings, { emit, intercept: nest(this.#settings.intercept, run.intercept) }, deliveries, run);
+    emit?.({ type: "batch-start", size: deliveries.length });
+    const scope = { emit, intercept: nest(this.#settings.intercept, run.intercept), roundTrips: this.#roundTrips };
+    const batch = new BatchRun<Message, RuntimeContext>(this.#settings, scope, deliveries, run);
     const results = await batch.process();
-    emit({ type: "batch-end", size: deliveries.length, durationMs: Date.now() - started, pending: batch.pending });
+    emit?.({ type: "batch-end", size: deliveries.length, durationMs: Date.now() - started, pending: batch.pending });
     return results;
   }
 }

@@ -43,56 +43,91 @@ export async function runLanes<T>(
   lanes: readonly T[][],
   limit: number,
   stopped: () => boolean,
-  step: (item: T) => Promise<boolean>,
+  step: (item: T) => boolean | Promise<boolean>,
   blockRest: (rest: readonly T[]) => void,
 ): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, lanes.length) }, async () => {
-    while (next < lanes.length && !stopped()) {
-      const lane = lanes[next++] as T[];
-      for (let i = 0; i < lane.length; i += 1) {
-        if (stopped()) return;
-        if (!(await step(lane[i] as T))) {
-          blockRest(lane.slice(i + 1));
-          break;
-        }
+  /** Runs one lane to its end, or to its first item that is not acknowledged (the rest are blocked). */
+  const runLane = async (lane: readonly T[]): Promise<void> => {
+    for (let i = 0; i < lane.length; i += 1) {
+      if (stopped()) return;
+      // A step the gate already decided answers at once: no await (no event-loop turn) for it.
+      const goOn = step(lane[i] as T);
+      if (!(typeof goOn === "boolean" ? goOn : await goOn)) {
+        blockRest(lane.slice(i + 1));
+        return;
       }
     }
+  };
+  if (lanes.length <= limit) {
+    // Room for every lane at once (the usual batch): each starts now, and a lane of one message is
+    // just its step, with no loop wrapped around it.
+    const running: (boolean | Promise<unknown>)[] = [];
+    for (const lane of lanes) {
+      if (stopped()) break;
+      running.push(lane.length === 1 ? step(lane[0] as T) : runLane(lane));
+    }
+    await Promise.all(running);
+    return;
+  }
+  let next = 0;
+  const workers = Array.from({ length: limit }, async () => {
+    while (next < lanes.length && !stopped()) await runLane(lanes[next++] as T[]);
   });
   await Promise.all(workers);
 }
 
 export type RunOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
 
-/** Invokes the user's handler once (through the interceptor when there is one), timing it. */
-export async function invoke<Message, RC>(
+/** The outcome of every handler run that returned: one object, shared. */
+const RAN: RunOutcome = Object.freeze({ ok: true as const });
+
+/**
+ * Invokes the user's handler once (through the interceptor when there is one), timing it. Never
+ * rejects: a throw (synchronous or not) is an outcome. Not an `async` function: the handler's own
+ * promise is continued directly, without a frame of ours suspended around it.
+ */
+export function invoke<Message, RC>(
   handle: Handler<Message, RC>,
   intercept: RunInterceptor | undefined,
   item: Item<Message, RC>,
-  extra: { readonly tx?: unknown } = {},
+  extra?: { readonly tx?: unknown },
 ): Promise<RunOutcome> {
-  const context = { ...item.delivery.context, key: item.key, attempts: item.attempts, dedupe: item.dedupe, ...extra };
-  const run = async () => {
-    await handle(item.message as Message, context as HandlerContext<RC>);
-  };
+  const delivery = item.delivery;
+  const context = (
+    extra === undefined
+      ? { ...delivery.context, key: item.key, attempts: item.attempts, dedupe: item.dedupe }
+      : { ...delivery.context, key: item.key, attempts: item.attempts, dedupe: item.dedupe, ...extra }
+  ) as HandlerContext<RC>;
   const started = Date.now();
+  let running: unknown;
   try {
-    if (intercept === undefined) await run();
+    if (intercept === undefined) running = handle(item.message as Message, context);
     else {
       const info = {
         index: item.index,
         key: item.key,
         attempts: item.attempts,
-        ...(item.delivery.messageId === undefined ? {} : { messageId: item.delivery.messageId }),
-        ...(item.delivery.headers === undefined ? {} : { headers: item.delivery.headers }),
+        ...(delivery.messageId === undefined ? {} : { messageId: delivery.messageId }),
+        ...(delivery.headers === undefined ? {} : { headers: delivery.headers }),
         ...messageTraceId(item.message),
       };
-      await intercept(run, info);
+      running = intercept(async () => {
+        await handle(item.message as Message, context);
+      }, info);
     }
-    return { ok: true };
   } catch (error) {
-    return { ok: false, error };
-  } finally {
     item.handlerMs = Date.now() - started;
+    return Promise.resolve({ ok: false, error });
   }
+  // Inline callbacks (no named closure per call: a bundler keeping names would wrap each one).
+  return Promise.resolve(running).then(
+    () => {
+      item.handlerMs = Date.now() - started;
+      return RAN;
+    },
+    (error: unknown) => {
+      item.handlerMs = Date.now() - started;
+      return { ok: false, error };
+    },
+  );
 }

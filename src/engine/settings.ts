@@ -19,7 +19,6 @@ import type { EngineOptions, Handler } from "./types.js";
 
 export const DEFAULT_CONCURRENCY = 10;
 export const DEFAULT_COMMIT_RETRIES = 2;
-export const DEFAULT_COMMIT_LINGER_MS = 5;
 export const DEFAULT_DEADLINE_MARGIN_MS = 1_000;
 
 /** Every key of `EngineOptions`: anything else is refused (a typo, an option of a newer version). */
@@ -49,7 +48,8 @@ export interface EngineSettings<Message, RuntimeContext> {
   /** The engine's lease option (ms); undefined: the store's default (a batch may pass its own). */
   readonly leaseMs: number | undefined;
   readonly commitRetries: number;
-  readonly commitLingerMs: number;
+  /** The fixed linger (ms), or undefined for the adaptive one (linger.ts, the default). */
+  readonly commitLingerMs: number | undefined;
   readonly deadlineMarginMs: number;
   readonly transactional: boolean;
   readonly parse: (body: unknown) => Message;
@@ -97,7 +97,7 @@ export function engineSettings<Message, RuntimeContext>(
   const concurrency = integerOption("concurrency", options.concurrency ?? DEFAULT_CONCURRENCY, 1, Number.MAX_SAFE_INTEGER);
   if (options.leaseMs !== undefined) checkMs("leaseMs", options.leaseMs);
   const commitRetries = integerOption("commitRetries", options.commitRetries ?? DEFAULT_COMMIT_RETRIES, 0, 10);
-  const commitLingerMs = integerOption("commitLingerMs", options.commitLingerMs ?? DEFAULT_COMMIT_LINGER_MS, 0, 1_000);
+  const commitLingerMs = options.commitLingerMs === undefined ? undefined : integerOption("commitLingerMs", options.commitLingerMs, 0, 1_000);
   const deadlineMarginMs = integerOption("deadlineMarginMs", options.deadlineMarginMs ?? DEFAULT_DEADLINE_MARGIN_MS, 0, 60_000);
   const policy: DecisionPolicy = {
     onStoreError: oneOf("onStoreError", options.onStoreError ?? "retry", ["retry", "run"]),
@@ -110,7 +110,7 @@ export function engineSettings<Message, RuntimeContext>(
   }
   const transactional = options.transactional === true;
   if (transactional && !isTransactionalStore(store)) {
-    throw new InvalidOptionError("transactional", "needs a store with transact() (DynamoDBStore, PostgresStore, D1Store)");
+    throw new InvalidOptionError("transactional", "needs a store with transact() (TransactionalDynamoDBStore, PostgresStore, D1Store)");
   }
   return {
     store,

@@ -71,13 +71,22 @@ export function errorsOf(answers: readonly Answer<unknown>[]): unknown[] {
   return answers.map((answer) => (answer.ok ? undefined : answer.error));
 }
 
-/** A step whose batch form answers nothing (`rememberMany`, `releaseMany`): one `undefined` per id once it resolved. */
-export function voidMany(count: number, call: (() => Promise<void>) | undefined): (() => Promise<undefined[]>) | undefined {
-  if (call === undefined) return undefined;
-  return async () => {
-    await call();
-    return new Array<undefined>(count).fill(undefined);
-  };
+/**
+ * A step whose batch form answers nothing (`rememberMany`, `releaseMany`): `many()` when the store
+ * has it, else `one(i)` for each id in parallel. Answers the error of each id, or undefined when
+ * every id succeeded (the commit queue's common case, with nothing allocated for it).
+ */
+export async function voidStep(count: number, many: (() => Promise<unknown>) | undefined, one: (i: number) => unknown): Promise<unknown[] | undefined> {
+  if (many === undefined) {
+    const errors = errorsOf(await settleEach(Array.from({ length: count }, (_, i) => () => one(i))));
+    return errors.every((error) => error === undefined) ? undefined : errors;
+  }
+  try {
+    await many();
+    return undefined;
+  } catch (error) {
+    return new Array<unknown>(count).fill(error);
+  }
 }
 
 /** `batchOrEach`, reported: the step's latency and outcome, and its first error, as engine events. */

@@ -98,12 +98,16 @@ export interface EngineOptions<Message = Envelope> {
   commitRetries?: number;
   /**
    * Group commit: how long (ms) a finished success may wait for other handlers of the batch to
-   * finish so that they share one commit step, while other handlers are still running. Default 5.
-   * 0 commits each success in the next step at once. A commit step starts at once, whatever this
-   * says, when no handler of the batch is running any more, and successes that finish while a
-   * step is in flight always share the next one. Larger values save store requests when handlers
-   * finish close together, at the price of a wider window between an effect and its commit (the
-   * effect's only exposure to a crash). At most 1,000.
+   * finish so that they share one commit step, while other handlers are still running. Default:
+   * adaptive — at most one store round trip as the engine measures it (so the commit lands within
+   * about two round trips of the effect), and only while another handler is expected to finish in
+   * that time (judged from how far apart the batch's handlers finished so far); nothing at all on a
+   * store that answers within a millisecond. A number fixes the linger instead: 0 commits each
+   * success in the next step at once; larger values save store requests when handlers finish far
+   * apart, at the price of a wider window between an effect and its commit (the effect's only
+   * exposure to a crash). Whatever the setting, a commit step starts at once when no handler of the
+   * batch is running any more, and successes that finish while a step is in flight share the next
+   * one. At most 1,000.
    */
   commitLingerMs?: number;
   /**

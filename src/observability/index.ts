@@ -10,15 +10,18 @@
  * Defaults: outcome logs on (JSON lines), metrics off (opt-in: custom metrics are billed), tracing
  * off (opt-in: it needs the user's `@opentelemetry/api`).
  *
+ * Metrics and tracing are *extensions*: `metrics: batchMetrics({ … })` from
+ * `babelqueue-serverless/metrics`, `tracing: otelTracing({ api })` from `babelqueue-serverless/tracing`.
+ * Their code lives in those modules, so it lands only in the bundles of applications that import
+ * them; this module knows nothing but the `ObservabilityExtension` shape (a user may write their own).
+ *
  * What this is *not*: a place where an outcome changes. Every observer is fenced: one that throws
  * is ignored, and the engine's result is returned untouched.
  */
-import type { EngineEvent, RunInterceptor } from "../events.js";
 import { InvalidOptionError } from "../errors.js";
-import { type OptionKeys, checkOptions, optionKeys } from "../store-kit/options.js";
-import { type LoggerLike, isLoggerLike, outcomeLogger } from "./log.js";
-import { BatchMetrics, type MetricsOptions, type MetricsSinks, metricsSinks } from "./metrics.js";
-import { BatchTracing, type MessagingSystem, type TracingOptions, checkTracingOptions } from "./tracing.js";
+import type { EngineEvent, RunInterceptor } from "../events.js";
+import { type OptionKeys, optionKeys } from "../store-kit/options.js";
+import { type LoggerLike, isLoggerLike, jsonLogger, outcomeLogger } from "./log.js";
 
 export { type ErrorFacts, errorFacts } from "./error-facts.js";
 export {
@@ -33,21 +36,43 @@ export {
   resultLine,
   storeErrorLine,
 } from "./log.js";
-export {
-  ANALYTICS_DOUBLES,
-  type AnalyticsEngineLike,
-  BatchMetrics,
-  type BatchTally,
-  type MetricsOptions,
-  type PowertoolsMetricsLike,
-  STATUS_METRICS,
-  STEP_METRICS,
-  analyticsDataPoint,
-  emfDocuments,
-} from "./metrics.js";
-export type { OtelApi, OtelContext, OtelSpan, OtelSpanContext, OtelTraceState, OtelTracer } from "./otel-api.js";
-export { isReplay, parseTraceparent, spanIdOf, otelTraceId } from "./trace-context.js";
-export { BatchTracing, type MessagingSystem, type TracingOptions } from "./tracing.js";
+
+/** The `messaging.system` of each runtime: the semantic conventions' `aws_sqs` and `kafka`, and Cloudflare's queues. */
+export type MessagingSystem = "aws_sqs" | "kafka" | "cloudflare_queues" | (string & {});
+
+/** What the adapter knows about one batch. */
+export interface BatchFacts<Env = unknown> {
+  /** The queue's name (SQS: the last part of `eventSourceARN`; Workers: `batch.queue`). */
+  queue?: string;
+  /** The number of deliveries. */
+  size?: number;
+  /** The Worker's `env`, for a metrics option that reads a binding from it. */
+  env?: Env;
+}
+
+/** What an extension adds to one batch. Every member is optional. */
+export interface BatchExtension {
+  /** Told every engine event of the batch. */
+  readonly observe?: (event: EngineEvent) => void;
+  /** Wraps each handler run (e.g. to make its span active). */
+  readonly intercept?: RunInterceptor;
+  /** Runs the batch (the engine call), e.g. inside its span. */
+  readonly run?: <T>(work: () => Promise<T>) => Promise<T>;
+  /** Called once the batch is answered, whatever happened (e.g. to write what is left). */
+  readonly finish?: () => void;
+}
+
+/**
+ * An observability extension: what the `metrics` and `tracing` options take. `batchMetrics()`
+ * (`babelqueue-serverless/metrics`) and `otelTracing()` (`babelqueue-serverless/tracing`) make
+ * one; so can you, for another backend.
+ */
+export interface ObservabilityExtension<Env = unknown> {
+  /** Which option it belongs to. */
+  readonly extends: "metrics" | "tracing";
+  /** The extension's part in one batch. Called once per batch; cheap. */
+  batch(facts: BatchFacts<Env>, runtime: { readonly system: MessagingSystem }): BatchExtension;
+}
 
 /** The observability options every runtime handler takes. */
 export interface ObservabilityOptions<Env = unknown> {
@@ -58,23 +83,13 @@ export interface ObservabilityOptions<Env = unknown> {
    */
   logger?: LoggerLike | false;
   /**
-   * Metrics per batch: `true` for CloudWatch EMF on stdout with the defaults, or options (a
-   * Powertools `Metrics` instance, a Workers Analytics Engine dataset, namespace, service).
-   * Default: off.
+   * Metrics per batch: `batchMetrics()` (CloudWatch EMF on stdout) or `batchMetrics({ … })` (a
+   * Powertools `Metrics` instance, a Workers Analytics Engine dataset, namespace, service), from
+   * `babelqueue-serverless/metrics`. Default: off.
    */
-  metrics?: boolean | MetricsOptions<Env>;
-  /** OpenTelemetry spans per batch and per message: `{ api }` with the `@opentelemetry/api` module. Default: off. */
-  tracing?: TracingOptions | false;
-}
-
-/** What the adapter knows about one batch. */
-export interface BatchFacts<Env = unknown> {
-  /** The queue's name (SQS: the last part of `eventSourceARN`; Workers: `batch.queue`). */
-  queue?: string;
-  /** The number of deliveries. */
-  size?: number;
-  /** The Worker's `env`, for a metrics option that reads a binding from it. */
-  env?: Env;
+  metrics?: ObservabilityExtension<Env> | false;
+  /** OpenTelemetry spans per batch and per message: `otelTracing({ api })` from `babelqueue-serverless/tracing`. Default: off. */
+  tracing?: ObservabilityExtension<Env> | false;
 }
 
 /** The observers of one batch, for `engine.process`. */
@@ -96,60 +111,78 @@ export interface Observability<Env = unknown> {
   batch(facts?: BatchFacts<Env>): BatchObservation;
 }
 
+/** Where each extension comes from, for the message that refuses anything else. */
+const EXTENSION_HINT = {
+  metrics: 'batchMetrics({ … }) from "babelqueue-serverless/metrics"',
+  tracing: 'otelTracing({ api }) from "babelqueue-serverless/tracing"',
+} as const;
+
+function checkExtension<Env>(option: "metrics" | "tracing", value: unknown): ObservabilityExtension<Env> | undefined {
+  if (value === undefined || value === false) return undefined;
+  const extension = value as Partial<ObservabilityExtension<Env>> | null;
+  if (typeof extension !== "object" || extension === null || extension.extends !== option || typeof extension.batch !== "function") {
+    throw new InvalidOptionError(option, `must be false or ${EXTENSION_HINT[option]}`);
+  }
+  return extension as ObservabilityExtension<Env>;
+}
+
+/** Runs `call`, ignoring what it throws: an observer must never change an outcome. */
+function fenced(call: () => void): void {
+  try {
+    call();
+  } catch {
+    // ignored on purpose
+  }
+}
+
+const runAsIs = <T>(work: () => Promise<T>): Promise<T> => work();
+const ignore = (): void => undefined;
+
 /** Checks the three options now (at handler setup, not per batch) and returns the per-batch factory. */
 export function createObservability<Env = unknown>(
   options: ObservabilityOptions<Env>,
   runtime: { system: MessagingSystem },
 ): Observability<Env> {
-  const { logger, metrics, tracing } = options;
+  const { logger } = options;
   if (logger !== undefined && logger !== false && !isLoggerLike(logger)) {
     throw new InvalidOptionError("logger", "must be false or an object with info, warn and error methods (console, a Powertools Logger, pino)");
   }
-  const sinks = checkMetrics(metrics);
-  if (tracing !== undefined && tracing !== false) {
-    if (typeof tracing === "object" && tracing !== null) checkOptions(tracing, TRACING_OPTION_KEYS, "tracing");
-    try {
-      checkTracingOptions(tracing);
-    } catch (error) {
-      throw new InvalidOptionError("tracing", `must be false or { api } with the "@opentelemetry/api" module (${(error as Error).message})`);
-    }
-  }
+  // The default logger is made once, not per batch.
+  const target = logger === undefined ? jsonLogger() : logger;
+  const extensions = [checkExtension<Env>("metrics", options.metrics), checkExtension<Env>("tracing", options.tracing)].filter(
+    (extension): extension is ObservabilityExtension<Env> => extension !== undefined,
+  );
   return {
     batch(facts: BatchFacts<Env> = {}): BatchObservation {
-      const log = outcomeLogger(logger, facts.queue);
-      const batchMetrics = sinks === undefined ? undefined : new BatchMetrics(sinks, facts);
-      const traces =
-        tracing === undefined || tracing === false
-          ? undefined
-          : new BatchTracing(tracing, {
-              system: runtime.system,
-              ...(facts.queue === undefined ? {} : { queue: facts.queue }),
-              ...(facts.size === undefined ? {} : { size: facts.size }),
-            });
-      const observers = [log, batchMetrics && ((event: EngineEvent) => batchMetrics.observe(event)), traces && ((event: EngineEvent) => traces.observe(event))].filter(
-        (observer): observer is (event: EngineEvent) => void => observer !== undefined,
-      );
-      const observe = (event: EngineEvent) => {
-        for (const observer of observers) {
-          try {
-            observer(event);
-          } catch {
-            // An observer must never change an outcome.
-          }
-        }
-      };
+      const log = outcomeLogger(target, facts.queue);
+      // The default (logs only): the logger's own observer, nothing wrapped around the batch.
+      if (extensions.length === 0) return { observe: log ?? ignore, intercept: undefined, run: runAsIs };
+      const parts = extensions.map((extension) => extension.batch(facts, runtime));
+      const observers = [log, ...parts.map((part) => part.observe)].filter((observe): observe is (event: EngineEvent) => void => observe !== undefined);
+      let intercept: RunInterceptor | undefined;
+      for (const part of parts) {
+        const inner = part.intercept;
+        if (inner === undefined) continue;
+        const outer = intercept;
+        intercept = outer === undefined ? inner : (run, info) => outer(() => inner(run, info), info);
+      }
       return {
-        observe,
-        intercept: traces?.intercept,
+        observe: (event) => {
+          for (const observer of observers) fenced(() => observer(event));
+        },
+        intercept,
         async run<T>(work: () => Promise<T>): Promise<T> {
+          let wrapped = work;
+          for (const part of parts) {
+            const around = part.run;
+            if (around === undefined) continue;
+            const inner = wrapped;
+            wrapped = () => around(inner);
+          }
           try {
-            return traces === undefined ? await work() : await traces.run(work);
+            return await wrapped();
           } finally {
-            try {
-              batchMetrics?.finish();
-            } catch {
-              // as above
-            }
+            for (const part of parts) if (part.finish !== undefined) fenced(part.finish);
           }
         },
       };
@@ -159,29 +192,6 @@ export function createObservability<Env = unknown>(
 
 /** The keys of `ObservabilityOptions`, for the handlers' own option checks. */
 export const OBSERVABILITY_OPTION_KEYS: OptionKeys<ObservabilityOptions> = optionKeys<ObservabilityOptions>({ logger: true, metrics: true, tracing: true });
-const METRICS_OPTION_KEYS = optionKeys<MetricsOptions>({ namespace: true, service: true, powertools: true, analytics: true, emf: true, write: true });
-const TRACING_OPTION_KEYS = optionKeys<TracingOptions>({ api: true, tracer: true });
-
-function checkMetrics<Env>(metrics: ObservabilityOptions<Env>["metrics"]): MetricsSinks<Env> | undefined {
-  if (metrics === undefined || typeof metrics === "boolean") return metricsSinks(metrics);
-  if (typeof metrics !== "object" || metrics === null) throw new InvalidOptionError("metrics", "must be a boolean or an options object");
-  checkOptions(metrics, METRICS_OPTION_KEYS as OptionKeys<MetricsOptions<Env>>, "metrics");
-  if (metrics.powertools !== undefined && typeof metrics.powertools?.addMetric !== "function") {
-    throw new InvalidOptionError("metrics.powertools", "must be a Powertools Metrics instance (with addMetric)");
-  }
-  const analytics = metrics.analytics;
-  if (analytics !== undefined && typeof analytics !== "function" && typeof analytics?.writeDataPoint !== "function") {
-    throw new InvalidOptionError("metrics.analytics", "must be an Analytics Engine dataset or (env) => dataset");
-  }
-  for (const field of ["namespace", "service"] as const) {
-    const value = metrics[field];
-    if (value !== undefined && (typeof value !== "string" || value === "" || value.length > 255)) {
-      throw new InvalidOptionError(`metrics.${field}`, "must be a string of 1 to 255 characters");
-    }
-  }
-  if (metrics.write !== undefined && typeof metrics.write !== "function") throw new InvalidOptionError("metrics.write", "must be a function");
-  return metricsSinks(metrics);
-}
 
 /** The queue name of an SQS `eventSourceARN` (`arn:aws:sqs:region:account:name`), else undefined. */
 export function queueNameFromArn(arn: unknown): string | undefined {

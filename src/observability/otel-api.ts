@@ -1,7 +1,7 @@
 /**
  * The part of the OpenTelemetry API (`@opentelemetry/api` 1.x) the tracing integration uses, as
  * structural types. The user passes the real module (`import * as otel from "@opentelemetry/api"`,
- * then `tracing: { api: otel }`), which fits these shapes, so this package neither depends on
+ * then `tracing: otelTracing({ api: otel })`), which fits these shapes, so this package neither depends on
  * `@opentelemetry/api` nor imports it — not even its types: a consumer without OpenTelemetry
  * installed type-checks and bundles unchanged.
  *

@@ -16,12 +16,18 @@
  * - Error outcomes (failed, invalid, conflict, commit-failed) set the span status to ERROR. An
  *   exception is recorded with its name and code only, never its message (error-facts.ts).
  *
+ * `otelTracing(options)` makes the `tracing` option of `sqsHandler` / `queueHandler` (export
+ * `babelqueue-serverless/tracing`): this module is bundled only where an application imports it.
+ *
  * What this is *not*: a dependency. The user hands over the `@opentelemetry/api` module (otel-api.ts);
  * without a registered tracer provider every span is a no-op, as OpenTelemetry intends.
  */
 import type { MessageResult } from "../decision.js";
+import { InvalidOptionError } from "../errors.js";
 import type { EngineEvent, RunInfo, RunInterceptor } from "../events.js";
+import { checkOptions, optionKeys } from "../store-kit/options.js";
 import { errorFacts } from "./error-facts.js";
+import type { MessagingSystem, ObservabilityExtension } from "./index.js";
 import type { OutcomeStatus } from "./log.js";
 import {
   type OtelApi,
@@ -37,14 +43,13 @@ import { HEADER_TRACEPARENT, HEADER_TRACESTATE, header, isReplay, parseTracepare
 
 /** Options of the `tracing` option. */
 export interface TracingOptions {
-  /** The OpenTelemetry API module: `import * as otel from "@opentelemetry/api"` → `tracing: { api: otel }`. */
+  /** The OpenTelemetry API module: `import * as otel from "@opentelemetry/api"` → `tracing: otelTracing({ api: otel })`. */
   api: OtelApi;
   /** The tracer. Default: `api.trace.getTracer("babelqueue-serverless")`. */
   tracer?: OtelTracer;
 }
 
-/** The `messaging.system` of each runtime: the semantic conventions' `aws_sqs` and `kafka`, and Cloudflare's queues. */
-export type MessagingSystem = "aws_sqs" | "kafka" | "cloudflare_queues" | (string & {});
+export type { MessagingSystem } from "./index.js";
 
 const ERROR_OUTCOMES: ReadonlySet<string> = new Set<OutcomeStatus>(["failed", "invalid", "conflict", "commit-failed"]);
 const MAX_KEY = 256;
@@ -244,4 +249,45 @@ function finish(span: OtelSpan, result: MessageResult): void {
     span.setStatus({ code: SPAN_STATUS_ERROR, message: result.status });
   }
   span.end();
+}
+
+const TRACING_OPTION_KEYS = optionKeys<TracingOptions>({ api: true, tracer: true });
+
+/**
+ * OpenTelemetry tracing, as the `tracing` option of `sqsHandler` / `queueHandler` (or
+ * `createObservability`): a span per batch and per message, parented on the producer's trace.
+ * Throws `InvalidOptionError` when `api` is not the `@opentelemetry/api` module.
+ *
+ * @example
+ * ```ts
+ * import * as otel from "@opentelemetry/api";
+ * import { InMemoryStore } from "babelqueue-serverless";
+ * import { sqsHandler } from "babelqueue-serverless/lambda";
+ * import { otelTracing } from "babelqueue-serverless/tracing";
+ *
+ * export const handler = sqsHandler({
+ *   store: new InMemoryStore(),
+ *   handle: async (envelope) => sendReceipt(envelope.data),
+ *   tracing: otelTracing({ api: otel }),
+ * });
+ * ```
+ */
+export function otelTracing<Env = unknown>(options: TracingOptions): ObservabilityExtension<Env> {
+  if (typeof options === "object" && options !== null) checkOptions(options, TRACING_OPTION_KEYS, "tracing");
+  try {
+    checkTracingOptions(options);
+  } catch (error) {
+    throw new InvalidOptionError("tracing", `must be false or { api } with the "@opentelemetry/api" module (${(error as Error).message})`);
+  }
+  return {
+    extends: "tracing",
+    batch(facts, runtime) {
+      const tracing = new BatchTracing(options, {
+        system: runtime.system,
+        ...(facts.queue === undefined ? {} : { queue: facts.queue }),
+        ...(facts.size === undefined ? {} : { size: facts.size }),
+      });
+      return { observe: (event) => tracing.observe(event), intercept: tracing.intercept, run: (work) => tracing.run(work) };
+    },
+  };
 }

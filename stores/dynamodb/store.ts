@@ -2,7 +2,8 @@
  * `DynamoDBStore`: a `ClaimingStore` on one DynamoDB table (export `babelqueue-serverless/dynamodb`).
  * Item layout: items.ts; the table: table.ts; one claim: claim.ts; DynamoDB's clock: clock.ts; how
  * requests are sent: send.ts and limiter.ts; batch requests: batch.ts; the read-before-claim policy:
- * precheck.ts; transactional mode: transaction.ts.
+ * precheck.ts; transactional mode: `TransactionalDynamoDBStore` (transactional-store.ts over
+ * transaction.ts), a subclass, so that an application without it does not bundle it.
  *
  * Round trips:
  * - `claim`: ONE conditional `PutItem` that wins when the item is absent, its lease has ended, or its
@@ -45,16 +46,7 @@ import {
   type GetItemCommandOutput,
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
-import type {
-  BatchClaim,
-  Claim,
-  ClaimHints,
-  ClaimRef,
-  FencedClaim,
-  IdRecord,
-  StoreWindows,
-  TransactionalStore,
-} from "../../src/contract.js";
+import type { BatchClaim, Claim, ClaimHints, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
 import { InvalidOptionError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
@@ -80,7 +72,7 @@ import { RequestLimiter } from "./limiter.js";
 import { PRECHECK_POLICIES, type PrecheckPolicy, keysToRead, readBlocking } from "./precheck.js";
 import { type Send, sender } from "./send.js";
 import { type TableAttributeOptions, checkAttributeName } from "./table.js";
-import { type DynamoDBTransaction, transactDynamoDB } from "./transaction.js";
+import type { DynamoDBTransactionDeps } from "./transaction.js";
 
 const STORE_NAME = "DynamoDBStore";
 
@@ -178,7 +170,7 @@ const DYNAMODB_OPTION_KEYS = optionKeys<DynamoDBStoreOptions>({
 });
 
 /**
- * A claiming and transactional store on one DynamoDB table: one item per id, claimed with one
+ * A claiming store on one DynamoDB table (with transactional mode: `TransactionalDynamoDBStore`): one item per id, claimed with one
  * conditional `PutItem`, committed in `BatchWriteItem`s of 25, released with a fenced `DeleteItem`.
  * Expiry is decided on DynamoDB's own clock (estimated from each answer's `Date`). IAM: `DYNAMODB_STORE_ACTIONS` on the table.
  *
@@ -196,7 +188,7 @@ const DYNAMODB_OPTION_KEYS = optionKeys<DynamoDBStoreOptions>({
  * });
  * ```
  */
-export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
+export class DynamoDBStore implements ClaimingStore {
   readonly table: string;
   readonly namespace: string;
   readonly leaseMs: number;
@@ -502,25 +494,18 @@ export class DynamoDBStore implements TransactionalStore<DynamoDBTransaction> {
     }
   }
 
-  /**
-   * Transactional mode: the handler's actions (through `tx`) and the fenced commit of the id as ONE
-   * `TransactWriteItems` (transaction.ts), its fence and retention on DynamoDB's clock.
-   */
-  transact(claim: FencedClaim, work: (tx: DynamoDBTransaction) => Promise<void>): Promise<void> {
-    return transactDynamoDB(
-      {
-        client: this.client,
-        send: this.#send,
-        table: this.table,
-        keyAttribute: this.keyAttribute,
-        ttlAttribute: this.ttlAttribute,
-        retentionMs: this.retentionMs,
-        now: this.#clock.now,
-        times: this.#clock,
-        key: (id) => this.#key(id),
-      },
-      claim,
-      work,
-    );
+  /** What transactional mode needs of this store (its client, table, attributes, DynamoDB's clock and keys), for `TransactionalDynamoDBStore`. */
+  protected transactionDeps(): DynamoDBTransactionDeps {
+    return {
+      client: this.client,
+      send: this.#send,
+      table: this.table,
+      keyAttribute: this.keyAttribute,
+      ttlAttribute: this.ttlAttribute,
+      retentionMs: this.retentionMs,
+      now: this.#clock.now,
+      times: this.#clock,
+      key: (id) => this.#key(id),
+    };
   }
 }

@@ -1,6 +1,6 @@
 /**
  * DynamoDB transactional mode: the handler's writes and the commit of the message's id in ONE
- * `TransactWriteItems` (`DynamoDBStore.transact` calls `transactDynamoDB`).
+ * `TransactWriteItems` (`TransactionalDynamoDBStore.transact` calls `transactDynamoDB`).
  *
  * The handler receives a `DynamoDBTransaction` and ADDS actions to it — Put / Update / Delete /
  * ConditionCheck, on any table of the account and region, in the low-level AttributeValue shape.

@@ -3,6 +3,7 @@
  * output (stored fingerprints must stay comparable across versions and SDKs), what the default
  * fingerprint hashes for a non-record message, and how `fingerprintOf` settles each answer.
  */
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MAX_FINGERPRINT_LENGTH } from "../../src/contract.js";
 import { canonicalJson, defaultFingerprint, fingerprintOf, hash128 } from "../../src/fingerprint.js";
@@ -93,6 +94,38 @@ describe("defaultFingerprint", () => {
     // A record with neither field is the canonical "{}".
     expect(defaultFingerprint({})).toBe("h1:4uPDyLlqVF_-qgIWjH5vSQ");
     expect(defaultFingerprint({})).toBe(`h1:${hash128("{}")}`);
+  });
+
+  it("hashes while walking exactly the canonical JSON canonicalJson builds: random values of every kind", () => {
+    const values = fc.anything({
+      withBigInt: true,
+      withBoxedValues: true,
+      withDate: true,
+      withMap: true,
+      withNullPrototype: true,
+      withObjectString: true,
+      withSparseArray: true,
+      withTypedArray: true,
+      withUnicodeString: true,
+    });
+    const expected = (message: unknown) => {
+      const record = typeof message === "object" && message !== null && !Array.isArray(message) ? (message as Record<string, unknown>) : { data: message };
+      const canonical = canonicalJson({ job: record.job, data: record.data });
+      return canonical === undefined ? undefined : `h1:${hash128(canonical)}`;
+    };
+    fc.assert(
+      fc.property(fc.oneof(values, fc.record({ job: values, data: values }, { requiredKeys: [] })), (message) => {
+        expect(defaultFingerprint(message)).toBe(expected(message));
+      }),
+      { numRuns: 2_000 },
+    );
+    // Strings that need escaping, lone surrogates, toJSON, holes, and objects of more than 16 keys.
+    const many = Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${(i * 7919) % 40}`, i]));
+    const holey = [1, 2, 3];
+    delete holey[1];
+    for (const data of [{ s: 'q"\\\n\u0001\ud800x\udc00\ud83d\ude00' }, holey, { at: new Date(0), n: { toJSON: () => undefined } }, many, { "": 1, a: -0 }]) {
+      expect(defaultFingerprint({ job: "j", data })).toBe(expected({ job: "j", data }));
+    }
   });
 
   it("has none for a payload without a JSON form (a BigInt, a cycle)", () => {

@@ -4,7 +4,9 @@
  * observer is told. Whole-message assertions: a message is what the person reads.
  */
 import { describe, expect, it } from "vitest";
-import type { Store } from "../../src/contract.js";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDBStore, TransactionalDynamoDBStore } from "../../entry/dynamodb.js";
+import { type Store, isTransactionalStore } from "../../src/contract.js";
 import { BatchEngine } from "../../src/engine/index.js";
 import { InvalidOptionError } from "../../src/errors.js";
 import type { EngineEvent, RunInfo } from "../../src/events.js";
@@ -55,10 +57,21 @@ describe("refused options, message by message", () => {
     expect(refusal(() => new BatchEngine(store, handle, { fingerprint: true as never }))).toEqual(["fingerprint", 'option "fingerprint" must be a function of the message, or false']);
     expect(refusal(() => new BatchEngine(store, handle, { transactional: true }))).toEqual([
       "transactional",
-      'option "transactional" needs a store with transact() (DynamoDBStore, PostgresStore, D1Store)',
+      'option "transactional" needs a store with transact() (TransactionalDynamoDBStore, PostgresStore, D1Store)',
     ]);
     const engine = new BatchEngine(store, handle);
     return expect(engine.process(one(), { deadline: Number.NaN })).rejects.toThrow('option "deadline" must be an epoch time in ms');
+  });
+
+  it("transactional mode on DynamoDB is TransactionalDynamoDBStore's: a plain DynamoDBStore (kept lean of the transaction code) is refused", () => {
+    const client = new DynamoDBClient({ region: "us-east-1", credentials: { accessKeyId: "x", secretAccessKey: "x" } });
+    const plain = new DynamoDBStore({ table: "t", client });
+    expect(isTransactionalStore(plain)).toBe(false);
+    expect(refusal(() => new BatchEngine(plain, handle, { transactional: true }))[0]).toBe("transactional");
+    const transactional = new TransactionalDynamoDBStore({ table: "t", client });
+    expect(transactional).toBeInstanceOf(DynamoDBStore);
+    expect(isTransactionalStore(transactional)).toBe(true);
+    expect(() => new BatchEngine(transactional, handle, { transactional: true })).not.toThrow();
   });
 });
 

@@ -16,7 +16,7 @@ import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { warmClock } from "../support/dynamodb-clock.js";
 import { lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { seededRandom } from "../../scripts/storm.js";
-import { DynamoDBStore, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
+import { type DynamoDBTransaction, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
 import { PostgresStore, createIdempotencyTable as createPgTable } from "../../entry/postgres.js";
 import { type SimulationReport, formatSimulationTable, formatWindowTable, simulate } from "../reliability/simulate.js";
 import { envelopeBody } from "../support/envelopes.js";
@@ -86,8 +86,8 @@ describe("transactional mode through the engine", () => {
       effects: pgEffects,
     },
     {
-      name: "DynamoDBStore",
-      store: (namespace: string) => new DynamoDBStore({ table: TABLE, client: dynamo, namespace }),
+      name: "TransactionalDynamoDBStore",
+      store: (namespace: string) => new TransactionalDynamoDBStore({ table: TABLE, client: dynamo, namespace }),
       write: writeDynamo,
       effects: dynamoEffects,
     },
@@ -183,7 +183,7 @@ describe("reliability in transactional mode: effects counted from the database",
   ];
   const stores = [
     { name: "PostgresStore (tx)", make: (ns: string) => new PostgresStore<pg.PoolClient>({ pool, namespace: ns }), write: writePg, count: pgEffects },
-    { name: "DynamoDBStore (tx)", make: (ns: string) => new DynamoDBStore({ table: TABLE, client: dynamo, namespace: ns }), write: writeDynamo, count: dynamoEffects },
+    { name: "TransactionalDynamoDBStore (tx)", make: (ns: string) => new TransactionalDynamoDBStore({ table: TABLE, client: dynamo, namespace: ns }), write: writeDynamo, count: dynamoEffects },
   ];
   for (const backend of stores) {
     mixes.forEach((mix, m) => {

@@ -12,13 +12,14 @@ import { DynamoDBClient, type DynamoDBClientConfig, ScanCommand } from "@aws-sdk
 import type { MSKRecord, SQSEvent } from "aws-lambda";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import { type KafkaBatchResponse, type KafkaEvent, type KafkaRuntimeContext, kafkaHandler } from "../../handlers/lambda-kafka.js";
-import { DynamoDBStore, type DynamoDBStoreOptions, type DynamoDBTransaction, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
+import { DynamoDBStore, type DynamoDBStoreOptions, type DynamoDBTransaction, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
 import type { Envelope } from "../../src/envelope.js";
 import type { HandlerContext } from "../../src/engine/index.js";
 import { InvalidMessageError } from "../../src/errors.js";
 import { txOf } from "../../src/transaction.js";
 import { freePort, localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { kafkaRecord, lambdaContext, mskEvent, selfManagedKafkaEvent, sqsRecord } from "../../scripts/lambda-events.js";
+import { otelTracing } from "../../entry/tracing.js";
 import { fakeOtel } from "../observability/fake-otel.js";
 import { conformanceSkipReason, fixtureText, nextManifest, sampleEnvelope } from "../support/conformance-data.js";
 
@@ -27,9 +28,9 @@ const table = `idempotency-kafka-${Date.now().toString(36)}`;
 const clientConfig = (overrides: DynamoDBClientConfig = {}): DynamoDBClientConfig => localClientConfig(endpoint, overrides);
 
 let namespaceCounter = 0;
-function store(options: Partial<DynamoDBStoreOptions> = {}): DynamoDBStore {
+function store(options: Partial<DynamoDBStoreOptions> = {}): TransactionalDynamoDBStore {
   namespaceCounter += 1;
-  return new DynamoDBStore({ table, namespace: `kafka-${namespaceCounter}`, clientConfig: clientConfig(), ...options });
+  return new TransactionalDynamoDBStore({ table, namespace: `kafka-${namespaceCounter}`, clientConfig: clientConfig(), ...options });
 }
 
 beforeAll(async () => {
@@ -334,7 +335,7 @@ describe("kafkaHandler on DynamoDB Local", () => {
 
   it("traces as messaging system kafka: the topic as destination, partition@offset as message id, the producer's traceparent header", async () => {
     const otel = fakeOtel();
-    const handler = kafkaHandler({ store: store(), logger: false, tracing: { api: otel.api }, handle: () => undefined });
+    const handler = kafkaHandler({ store: store(), logger: false, tracing: otelTracing({ api: otel.api }), handle: () => undefined });
     const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     const record = kafkaRecord(envelope(fresh("traced")), { partition: 2, offset: 40, headers: { traceparent } });
     await handler(mskEvent([record]), lambdaContext());

@@ -17,6 +17,7 @@ import middy from "@middy/core";
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { sqsHandler } from "../../handlers/lambda-sqs.js";
+import { batchMetrics } from "../../entry/metrics.js";
 import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
@@ -73,7 +74,7 @@ describe("sqsHandler under Middy with Powertools Logger and Metrics", () => {
         effects += 1;
       },
       logger,
-      metrics: { powertools: metrics },
+      metrics: batchMetrics({ powertools: metrics }),
     });
     const handler = middy(base).use(injectLambdaContext(logger)).use(logMetrics(metrics, { captureColdStartMetric: true }));
 

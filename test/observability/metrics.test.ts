@@ -6,14 +6,15 @@
 import { Metrics } from "@aws-lambda-powertools/metrics";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { InMemoryStore } from "../../src/memory-store.js";
+import { createObservability } from "../../src/observability/index.js";
 import {
   ANALYTICS_DOUBLES,
   type AnalyticsEngineLike,
   BatchMetrics,
-  createObservability,
   type MetricsOptions,
   type PowertoolsMetricsLike,
-} from "../../src/observability/index.js";
+  batchMetrics,
+} from "../../src/observability/metrics.js";
 import { metricsSinks } from "../../src/observability/metrics.js";
 import { emfViolations } from "./emf-spec.js";
 import { body, result, runBatch, step } from "./harness.js";
@@ -132,12 +133,12 @@ describe("EMF from synthetic events", () => {
 });
 
 describe("defaults and options", () => {
-  it("metrics: true prints EMF to stdout with the Powertools / Lambda environment's namespace and service", () => {
+  it("batchMetrics() prints EMF to stdout with the Powertools / Lambda environment's namespace and service", () => {
     vi.stubEnv("POWERTOOLS_METRICS_NAMESPACE", "Shop");
     vi.stubEnv("POWERTOOLS_SERVICE_NAME", "");
     vi.stubEnv("AWS_LAMBDA_FUNCTION_NAME", "orders-consumer");
     const out = vi.spyOn(process.stdout, "write").mockImplementation(() => true);
-    const observation = createObservability({ metrics: true, logger: false }, { system: "aws_sqs" }).batch({ size: 1 });
+    const observation = createObservability({ metrics: batchMetrics(), logger: false }, { system: "aws_sqs" }).batch({ size: 1 });
     observation.observe(result(0, "ran"));
     observation.observe({ type: "batch-end", size: 1, durationMs: 3, pending: 0 });
     expect(out).toHaveBeenCalledTimes(1);
@@ -155,12 +156,17 @@ describe("defaults and options", () => {
     observation.observe(result(0, "ran"));
     observation.observe({ type: "batch-end", size: 1, durationMs: 3, pending: 0 });
     expect(out).not.toHaveBeenCalled();
-    const make = (metrics: unknown) => () => createObservability({ metrics: metrics as MetricsOptions }, { system: "aws_sqs" });
+    const make = (metrics: unknown) => () => createObservability({ metrics: batchMetrics(metrics as MetricsOptions) }, { system: "aws_sqs" });
     expect(make({ powertools: {} })).toThrow(/metrics.powertools/);
     expect(make({ analytics: 3 })).toThrow(/metrics.analytics/);
     expect(make({ namespace: "" })).toThrow(/metrics.namespace/);
     expect(make("yes")).toThrow(/option "metrics"/);
     expect(make({ analytics: () => undefined })).not.toThrow();
+    // The option takes the extension, not its options: the message says where the extension comes from.
+    const raw = (metrics: unknown) => () => createObservability({ metrics: metrics as false }, { system: "aws_sqs" });
+    for (const metrics of [true, {}, { powertools: { addMetric: () => undefined } }, { extends: "tracing", batch: () => ({}) }]) {
+      expect(raw(metrics)).toThrow('option "metrics" must be false or batchMetrics({ … }) from "babelqueue-serverless/metrics"');
+    }
   });
 });
 
@@ -173,7 +179,7 @@ describe("Powertools Metrics", () => {
     });
     const powertools = new Metrics({ namespace: "Shop", serviceName: "orders" });
     const typed: PowertoolsMetricsLike = powertools; // the real class fits the structural type
-    const observation = createObservability({ logger: false, metrics: { powertools: typed } }, { system: "aws_sqs" }).batch({ size: 3 });
+    const observation = createObservability({ logger: false, metrics: batchMetrics({ powertools: typed }) }, { system: "aws_sqs" }).batch({ size: 3 });
     observation.observe({ type: "batch-start", size: 3 });
     observation.observe(step("claim", 10, 3));
     observation.observe(result(0, "ran", { handlerMs: 2 }));
@@ -201,7 +207,7 @@ describe("Workers Analytics Engine", () => {
     const { points, binding } = dataset();
     const out = vi.spyOn(process.stdout, "write").mockImplementation(() => true);
     const observation = createObservability<{ BQ_METRICS: AnalyticsEngineLike }>(
-      { logger: false, metrics: { service: "orders-worker", analytics: (env) => env.BQ_METRICS } },
+      { logger: false, metrics: batchMetrics<{ BQ_METRICS: AnalyticsEngineLike }>({ service: "orders-worker", analytics: (env) => env.BQ_METRICS }) },
       { system: "cloudflare_queues" },
     ).batch({ queue: "jobs", size: 4, env: { BQ_METRICS: binding } });
     observation.observe({ type: "batch-start", size: 4 });
@@ -248,7 +254,7 @@ describe("through the batch engine", () => {
       const store = new InMemoryStore({ namespace: `metrics-${batchEvents}` });
       await store.remember("seen-before");
       const lines: string[] = [];
-      const observation = createObservability({ logger: false, metrics: { service: "orders", write: (line) => lines.push(line) } }, { system: "aws_sqs" }).batch({
+      const observation = createObservability({ logger: false, metrics: batchMetrics({ service: "orders", write: (line) => lines.push(line) }) }, { system: "aws_sqs" }).batch({
         size: 5,
       });
       const results = await runBatch(

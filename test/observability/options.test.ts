@@ -1,10 +1,11 @@
 /**
- * createObservability's checks of the `logger` and `metrics` options, message by message, what
- * each accepts, and `queueNameFromArn`.
+ * createObservability's checks of the `logger`, `metrics` and `tracing` options (and
+ * `batchMetrics`'s of its own), message by message, what each accepts, and `queueNameFromArn`.
  */
 import { describe, expect, it } from "vitest";
 import { InvalidOptionError } from "../../src/errors.js";
 import { createObservability, type ObservabilityOptions, queueNameFromArn } from "../../src/observability/index.js";
+import { type MetricsOptions, batchMetrics } from "../../src/observability/metrics.js";
 
 function thrown(options: unknown): unknown {
   try {
@@ -31,32 +32,59 @@ describe("the logger option", () => {
   });
 });
 
+/** What `batchMetrics(options)` (the extension the option takes) throws for `options`, if anything. */
+function thrownMetrics(metrics: unknown): unknown {
+  try {
+    createObservability({ metrics: batchMetrics(metrics as MetricsOptions) }, { system: "aws_sqs" });
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+function expectMetricsRejected(metrics: unknown, message: string) {
+  const error = thrownMetrics(metrics);
+  expect(error, JSON.stringify(metrics)).toBeInstanceOf(InvalidOptionError);
+  expect((error as Error).message).toBe(message);
+}
+
 describe("the metrics option", () => {
-  it("must be a boolean or an object", () => {
-    for (const metrics of [null, "yes", 5]) expectRejected({ metrics }, 'option "metrics" must be a boolean or an options object');
-    for (const metrics of [undefined, true, false, {}]) expect(thrown({ metrics })).toBeUndefined();
+  it("takes false or an extension; batchMetrics takes an options object", () => {
+    const hint = 'option "metrics" must be false or batchMetrics({ … }) from "babelqueue-serverless/metrics"';
+    for (const metrics of [null, "yes", 5, true, {}, { powertools: { addMetric: fn } }]) expectRejected({ metrics }, hint);
+    for (const metrics of [undefined, false, batchMetrics(), batchMetrics({})]) expect(thrown({ metrics })).toBeUndefined();
+    for (const metrics of [null, "yes", 5]) expectMetricsRejected(metrics, 'option "metrics" must be an options object');
+    for (const metrics of [undefined, {}]) expect(thrownMetrics(metrics)).toBeUndefined();
   });
 
   it("powertools: something with addMetric", () => {
-    for (const powertools of [{}, null, 5]) expectRejected({ metrics: { powertools } }, 'option "metrics.powertools" must be a Powertools Metrics instance (with addMetric)');
-    expect(thrown({ metrics: { powertools: { addMetric: fn } } })).toBeUndefined();
+    for (const powertools of [{}, null, 5]) expectMetricsRejected({ powertools }, 'option "metrics.powertools" must be a Powertools Metrics instance (with addMetric)');
+    expect(thrownMetrics({ powertools: { addMetric: fn } })).toBeUndefined();
   });
 
   it("analytics: a dataset or a function of env", () => {
-    for (const analytics of [{}, null, 3]) expectRejected({ metrics: { analytics } }, 'option "metrics.analytics" must be an Analytics Engine dataset or (env) => dataset');
-    for (const analytics of [{ writeDataPoint: fn }, () => undefined]) expect(thrown({ metrics: { analytics } })).toBeUndefined();
+    for (const analytics of [{}, null, 3]) expectMetricsRejected({ analytics }, 'option "metrics.analytics" must be an Analytics Engine dataset or (env) => dataset');
+    for (const analytics of [{ writeDataPoint: fn }, () => undefined]) expect(thrownMetrics({ analytics })).toBeUndefined();
   });
 
   it("namespace and service: strings of 1 to 255 characters", () => {
     for (const field of ["namespace", "service"]) {
-      for (const value of ["", 5, "n".repeat(256)]) expectRejected({ metrics: { [field]: value } }, `option "metrics.${field}" must be a string of 1 to 255 characters`);
-      for (const value of ["n", "n".repeat(255)]) expect(thrown({ metrics: { [field]: value } })).toBeUndefined();
+      for (const value of ["", 5, "n".repeat(256)]) expectMetricsRejected({ [field]: value }, `option "metrics.${field}" must be a string of 1 to 255 characters`);
+      for (const value of ["n", "n".repeat(255)]) expect(thrownMetrics({ [field]: value })).toBeUndefined();
     }
   });
 
   it("write: a function", () => {
-    expectRejected({ metrics: { write: "stdout" } }, 'option "metrics.write" must be a function');
-    expect(thrown({ metrics: { write: fn } })).toBeUndefined();
+    expectMetricsRejected({ write: "stdout" }, 'option "metrics.write" must be a function');
+    expect(thrownMetrics({ write: fn })).toBeUndefined();
+  });
+});
+
+describe("the tracing option", () => {
+  it("takes false or an extension made by otelTracing", () => {
+    const hint = 'option "tracing" must be false or otelTracing({ api }) from "babelqueue-serverless/tracing"';
+    for (const tracing of [null, true, {}, { api: {} }, batchMetrics()]) expectRejected({ tracing }, hint);
+    expect(thrown({ tracing: false })).toBeUndefined();
   });
 });
 

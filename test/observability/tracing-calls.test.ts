@@ -8,9 +8,9 @@
 import { describe, expect, it } from "vitest";
 import { GroupBlockedError, InvalidOptionError, PayloadConflictError, StoreUnavailableError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
-import { createObservability, type TracingOptions } from "../../src/observability/index.js";
+import { createObservability } from "../../src/observability/index.js";
 import { traceIdParent } from "../../src/observability/trace-context.js";
-import { BatchTracing, checkTracingOptions } from "../../src/observability/tracing.js";
+import { BatchTracing, type TracingOptions, checkTracingOptions, otelTracing } from "../../src/observability/tracing.js";
 import { FakeTraceState, fakeOtel } from "./fake-otel.js";
 import { result } from "./harness.js";
 
@@ -37,7 +37,7 @@ describe("the tracing option", () => {
 
   function thrown(tracing: unknown): unknown {
     try {
-      createObservability({ tracing: tracing as TracingOptions }, { system: "aws_sqs" });
+      createObservability({ tracing: otelTracing(tracing as TracingOptions) }, { system: "aws_sqs" });
     } catch (error) {
       return error;
     }
@@ -72,7 +72,7 @@ describe("the tracing option", () => {
 
   it("on: the batch span carries the queue and the size the adapter knows, from the default tracer", async () => {
     const otel = fakeOtel();
-    const observability = createObservability({ logger: false, tracing: { api: otel.api } }, { system: "aws_sqs" });
+    const observability = createObservability({ logger: false, tracing: otelTracing({ api: otel.api }) }, { system: "aws_sqs" });
     await observability.batch({ queue: "orders", size: 3 }).run(async () => undefined);
     await observability.batch().run(async () => undefined);
     expect(otel.tracerNames).toStrictEqual(["babelqueue-serverless", "babelqueue-serverless"]);

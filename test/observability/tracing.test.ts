@@ -13,9 +13,10 @@ import * as otel from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { InMemoryStore } from "../../src/memory-store.js";
-import { createObservability, type OtelApi, spanIdOf, otelTraceId } from "../../src/observability/index.js";
-import { BatchTracing } from "../../src/observability/tracing.js";
-import { parseTraceparent } from "../../src/observability/trace-context.js";
+import { createObservability } from "../../src/observability/index.js";
+import type { OtelApi } from "../../src/observability/otel-api.js";
+import { BatchTracing, otelTracing } from "../../src/observability/tracing.js";
+import { otelTraceId, parseTraceparent, spanIdOf } from "../../src/observability/trace-context.js";
 import { body, result, runBatch } from "./harness.js";
 
 class AsyncLocalContextManager implements otel.ContextManager {
@@ -98,7 +99,7 @@ describe("spans through the batch engine", () => {
 
     const invocation = tracer.startSpan("lambda invocation");
     const activeInHandler = new Map<string, string | undefined>();
-    const observation = createObservability({ logger: false, tracing: { api, tracer } }, { system: "aws_sqs" }).batch({ queue: "orders", size: 7 });
+    const observation = createObservability({ logger: false, tracing: otelTracing({ api, tracer }) }, { system: "aws_sqs" }).batch({ queue: "orders", size: 7 });
     const results = await otel.context.with(otel.trace.setSpan(otel.context.active(), invocation), () =>
       runBatch(
         store,
@@ -196,7 +197,7 @@ describe("spans through the batch engine", () => {
   });
 
   it("a message without a trace_id or traceparent is a child of the batch span", async () => {
-    const observation = createObservability({ logger: false, tracing: { api, tracer } }, { system: "cloudflare_queues" }).batch({ queue: "jobs" });
+    const observation = createObservability({ logger: false, tracing: otelTracing({ api, tracer }) }, { system: "cloudflare_queues" }).batch({ queue: "jobs" });
     const custom = JSON.stringify({ id: "c1", payload: 1 });
     const results = await runBatch(new InMemoryStore(), () => undefined, [{ body: custom }], observation, {
       parse: (raw: unknown) => JSON.parse(String(raw)) as unknown,
@@ -265,6 +266,6 @@ describe("spans from synthetic event sequences", () => {
 
   it("is off by default (no interceptor), and a tracing option without the API is rejected at setup", () => {
     expect(createObservability({ logger: false }, { system: "aws_sqs" }).batch().intercept).toBeUndefined();
-    expect(() => createObservability({ tracing: { api: {} as OtelApi } }, { system: "aws_sqs" })).toThrow(/option "tracing"/);
+    expect(() => createObservability({ tracing: otelTracing({ api: {} as OtelApi }) }, { system: "aws_sqs" })).toThrow(/option "tracing"/);
   });
 });

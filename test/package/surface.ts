@@ -14,21 +14,21 @@ export interface Surface {
 export const SURFACE: Readonly<Record<string, Surface>> = {
   ".": {
     public: [
-      "BabelQueueServerlessError", "BatchEngine", "type BatchObservation", "type Claim", "type ClaimingStore", "type ClaimRef",
+      "BabelQueueServerlessError", "BatchEngine", "type BatchExtension", "type BatchObservation", "type Claim", "type ClaimingStore", "type ClaimRef",
       "type ClaimStatus", "createObservability", "DeadlineExceededError", "type DecisionPolicy", "type Decoded", "decodeEnvelope",
       "type DedupeMode", "DEFAULT_LEASE_MS", "DEFAULT_RETENTION_MS", "defaultFingerprint", "type Delivery", "type EngineEvent",
       "type EngineOptions", "type Envelope", "type EnvelopeMeta", "FenceLostError", "type Fingerprinter", "GroupBlockedError",
       "type Handler", "type HandlerContext", "InFlightError", "InMemoryStore", "type InMemoryStoreOptions", "InvalidMessageError",
       "InvalidOptionError", "isClaimingStore", "isReplay", "isTransactionalStore", "jsonLogger", "type LoggerLike", "messageId",
-      "type MessageResult", "type MetricsOptions", "NoTransactionError", "type Observability", "type ObservabilityOptions",
-      "type OtelApi", "PayloadConflictError", "type ProcessOptions", "type ResultStatus", "type RunInfo", "type RunInterceptor",
-      "type Store", "type StoreStep", "StoreUnavailableError", "type StoreWindows", "type TracingOptions", "type TransactionalStore",
+      "type MessageResult", "NoTransactionError", "type Observability", "type ObservabilityExtension", "type ObservabilityOptions",
+      "PayloadConflictError", "type ProcessOptions", "type ResultStatus", "type RunInfo", "type RunInterceptor",
+      "type Store", "type StoreStep", "StoreUnavailableError", "type StoreWindows", "type TransactionalStore",
       "TransactionConditionError", "txOf", "wrap", "type WrapDelivery", "type WrappedHandler", "type WrappedResultHandler", "wrapResult",
     ],
     deprecated: [
       "canonicalJson", "checkMs", "checkNamespace", "type ClaimHints", "type FencedClaim", "type IdRecord", "keyPart",
-      "MAX_FINGERPRINT_LENGTH", "parseBody", "type Recall", "reconcileAttempts", "rejectionOf", "resolveWindows", "sha256Base64url",
-      "storeKey", "traceIdOf", "utf8Length",
+      "MAX_FINGERPRINT_LENGTH", "type MetricsOptions", "type OtelApi", "parseBody", "type Recall", "reconcileAttempts", "rejectionOf",
+      "resolveWindows", "sha256Base64url", "storeKey", "traceIdOf", "type TracingOptions", "utf8Length",
     ],
   },
   "./lambda": {
@@ -44,6 +44,7 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
       "AUTO_PRECHECK_MIN_REDELIVERED", "createIdempotencyTable", "type CreateIdempotencyTableOptions", "DYNAMODB_MAX_KEY_BYTES",
       "DYNAMODB_STORE_ACTIONS", "DYNAMODB_TRANSACTION_ACTIONS", "DYNAMODB_TRANSACTION_LIMITS", "DynamoDBStore", "type DynamoDBStoreOptions",
       "DynamoDBTransaction", "idempotencyTableDefinition", "type IdempotencyTableDefinition", "type PrecheckPolicy", "type TableAttributeOptions",
+      "TransactionalDynamoDBStore",
     ],
     deprecated: ["transactDynamoDB"],
   },
@@ -80,6 +81,14 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
   },
   "./cloudflare/durable-object": {
     public: ["IdempotencyObject", "type IdempotencyObjectState"],
+    deprecated: [],
+  },
+  "./metrics": {
+    public: ["ANALYTICS_DOUBLES", "type AnalyticsEngineLike", "batchMetrics", "type MetricsOptions", "type PowertoolsMetricsLike"],
+    deprecated: [],
+  },
+  "./tracing": {
+    public: ["type OtelApi", "otelTracing", "type TracingOptions"],
     deprecated: [],
   },
   "./store-kit": {

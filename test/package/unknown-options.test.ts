@@ -9,6 +9,8 @@ import { D1Store, DurableObjectStore, KVStore, type SeenSetKV, queueHandler } fr
 import { DynamoDBStore } from "../../entry/dynamodb.js";
 import { BatchEngine, InMemoryStore, InvalidOptionError, wrap } from "../../entry/index.js";
 import { kafkaHandler, sqsHandler } from "../../entry/lambda.js";
+import { batchMetrics } from "../../entry/metrics.js";
+import { otelTracing } from "../../entry/tracing.js";
 import { PostgresStore } from "../../entry/postgres.js";
 import { RedisStore } from "../../entry/redis.js";
 import { UpstashRedisStore } from "../../entry/upstash.js";
@@ -47,7 +49,8 @@ describe("unknown option keys are refused, by name", () => {
     ["kafkaHandler { leaseMarginMS }", () => kafkaHandler({ store: new InMemoryStore(), handle, leaseMarginMS: 1 } as never), "leaseMarginMS"],
     ["kafkaHandler { groupBy }", () => kafkaHandler({ store: new InMemoryStore(), handle, groupBy: "partition" } as never), "groupBy"],
     ["queueHandler { retryDelay }", () => queueHandler({ store: () => new InMemoryStore(), handle, retryDelay: 5 } as never), "retryDelay"],
-    ["sqsHandler metrics { namespaces }", () => sqsHandler({ store: new InMemoryStore(), handle, metrics: { namespaces: "x" } } as never), "namespaces"],
+    ["batchMetrics { namespaces }", () => sqsHandler({ store: new InMemoryStore(), handle, metrics: batchMetrics({ namespaces: "x" } as never) }), "namespaces"],
+    ["otelTracing { tracers }", () => otelTracing({ api: {}, tracers: 1 } as never), "tracers"],
   ];
   for (const [name, make, key] of cases) {
     it(name, () => {

@@ -63,6 +63,24 @@ describe("InMemoryStore specifics", () => {
     expect(store.held).toBe(23);
   });
 
+  it("a sweep still finds an entry that ends before everything it saw last time (the earliest end is kept per write)", async () => {
+    let clock = 0;
+    const store = new InMemoryStore({ now: () => clock, leaseMs: 10, retentionMs: 1_000_000 });
+    // 1,024 long-lived writes: the sweep at the 1,024th finds nothing expired, and learns the earliest end is far off.
+    for (let i = 0; i < 1_024; i += 1) await store.remember(`long-${i}`);
+    expect(store.held).toBe(1_024);
+    // A short lease written after that sweep ends first; once it has ended, the next sweep must find it.
+    await store.claim("short");
+    clock += 10;
+    for (let i = 0; i < 1_022; i += 1) await store.remember(`long-${i}`);
+    expect(store.held).toBe(1_025);
+    await store.remember("long-0");
+    expect(store.held).toBe(1_024);
+    expect(await store.inspect("short")).toBeNull();
+    // Nothing expired: a sweep changes nothing, and every id is still there.
+    expect(store.size).toBe(1_024);
+  });
+
   it("rejects a fingerprint that is not a string of 1-64 characters, and a fingerprint list of the wrong length", async () => {
     const store = new InMemoryStore();
     await expect(store.claim("a", undefined, "f".repeat(65))).rejects.toThrow(InvalidOptionError);

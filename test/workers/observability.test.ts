@@ -4,7 +4,9 @@
  * recording one: workerd's binding is write-only, nothing could be read back).
  */
 import { describe, expect, it, vi } from "vitest";
-import { createObservability, otelTraceId } from "../../src/observability/index.js";
+import { createObservability } from "../../src/observability/index.js";
+import { batchMetrics } from "../../src/observability/metrics.js";
+import { otelTraceId } from "../../src/observability/trace-context.js";
 
 describe("observability in workerd", () => {
   it("writes outcome lines as JSON through console, and one Analytics Engine point per batch", async () => {
@@ -12,7 +14,7 @@ describe("observability in workerd", () => {
     const info = vi.spyOn(console, "info").mockImplementation(() => undefined);
     const points: { indexes: string[]; blobs: string[]; doubles: number[] }[] = [];
     const observation = createObservability<{ METRICS: { writeDataPoint(p: (typeof points)[number]): void } }>(
-      { metrics: { service: "jobs-consumer", analytics: (env) => env.METRICS } },
+      { metrics: batchMetrics<{ METRICS: { writeDataPoint(p: (typeof points)[number]): void } }>({ service: "jobs-consumer", analytics: (env) => env.METRICS }) },
       { system: "cloudflare_queues" },
     ).batch({ queue: "jobs", size: 2, env: { METRICS: { writeDataPoint: (point) => void points.push(point) } } });
     await observation.run(async () => {

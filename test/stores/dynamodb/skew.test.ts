@@ -13,7 +13,7 @@ import { DynamoDBClient, type DynamoDBClientConfig, GetItemCommand } from "@aws-
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import type { Claim } from "../../../src/contract.js";
 import { storeKey } from "../../../src/store-kit/keys.js";
-import { DYNAMODB_MAX_KEY_BYTES, DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../../entry/dynamodb.js";
+import { DYNAMODB_MAX_KEY_BYTES, DynamoDBStore, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../../entry/dynamodb.js";
 import { localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
 import { MAX_LEASE_EXCESS_MS } from "../../../stores/dynamodb/claim.js";
 import { DATE_RESOLUTION_MS } from "../../../stores/dynamodb/clock.js";
@@ -34,7 +34,7 @@ function consumer(skew: number, namespace: string, config: DynamoDBClientConfig 
   const client = new DynamoDBClient(localClientConfig(endpoint, config));
   const sent: string[] = [];
   onEveryRequest(client, (name) => sent.push(name));
-  const store = new DynamoDBStore({ table, namespace, client, now: () => Date.now() + skew, token: () => `c${counter}-${crypto.randomUUID()}` });
+  const store = new TransactionalDynamoDBStore({ table, namespace, client, now: () => Date.now() + skew, token: () => `c${counter}-${crypto.randomUUID()}` });
   return { store, sent, client };
 }
 

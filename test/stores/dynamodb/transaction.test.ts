@@ -10,7 +10,7 @@ import { testTransactionalStore } from "../transactional-contract.js";
 import type { FencedClaim } from "../../../src/contract.js";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../../src/errors.js";
 import { storeKey } from "../../../src/store-kit/keys.js";
-import { DYNAMODB_MAX_KEY_BYTES, DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../../entry/dynamodb.js";
+import { DYNAMODB_MAX_KEY_BYTES, DynamoDBStore, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../../entry/dynamodb.js";
 import { type DynamoDBTransaction, type DynamoDBTransactionDeps, transactDynamoDB } from "../../../stores/dynamodb/transaction.js";
 import { localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
 import { warmClock } from "../../support/dynamodb-clock.js";
@@ -281,7 +281,7 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
 });
 
 testTransactionalStore<DynamoDBTransaction>("DynamoDBStore", {
-  make: (namespace) => new DynamoDBStore({ table, namespace, client }),
+  make: (namespace) => new TransactionalDynamoDBStore({ table, namespace, client }),
   write: (tx, id, tag) => void putEffect(tx, id, tag),
   effects: effectsOf,
   raceLeaseMs: 150,
