@@ -114,7 +114,10 @@ export async function applyParks(client: SqsClientLike, changes: readonly Visibi
     const requests: { queueUrl: string; entries: VisibilityChange[] }[] = [];
     for (const change of changes) {
       let request = requests.find((one) => one.queueUrl === change.queueUrl && one.entries.length < VISIBILITY_BATCH_LIMIT);
-      if (request === undefined) requests.push((request = { queueUrl: change.queueUrl, entries: [] }));
+      if (request === undefined) {
+        request = { queueUrl: change.queueUrl, entries: [] };
+        requests.push(request);
+      }
       request.entries.push(change);
     }
     await Promise.all(
