@@ -100,6 +100,12 @@ export interface ParkOutcome {
 
 let sqsModule: Promise<typeof import("@aws-sdk/client-sqs")> | undefined;
 
+/** `@aws-sdk/client-sqs`, loaded on first use (an application without parks never loads it). */
+function loadSqs(): Promise<typeof import("@aws-sdk/client-sqs")> {
+  if (sqsModule === undefined) sqsModule = import("@aws-sdk/client-sqs");
+  return sqsModule;
+}
+
 /**
  * Sends the changes: `ChangeMessageVisibilityBatch` per queue and per 10 entries, in parallel.
  * Never throws: a change SQS refuses only leaves that record on the queue's own visibility timeout.
@@ -110,7 +116,7 @@ export async function applyParks(client: SqsClientLike, changes: readonly Visibi
   let changed = 0;
   let firstError: unknown;
   try {
-    const { ChangeMessageVisibilityBatchCommand } = await (sqsModule ??= import("@aws-sdk/client-sqs"));
+    const { ChangeMessageVisibilityBatchCommand } = await loadSqs();
     const requests: { queueUrl: string; entries: VisibilityChange[] }[] = [];
     for (const change of changes) {
       let request = requests.find((one) => one.queueUrl === change.queueUrl && one.entries.length < VISIBILITY_BATCH_LIMIT);
