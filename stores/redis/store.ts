@@ -11,8 +11,8 @@
  *     and our side key, no namespace, no hash tag, no buckets; docs: "Joining a BabelQueue fleet").
  *   - our own key layout `{prefix}{namespace}:{id}` (`prefix` defaults to "bq:"), built by `storeKey`;
  *     an id whose key would pass 512 bytes, or that starts with `#`, becomes `#` + its SHA-256.
- *     With `hashTag: true` (TCP, Redis Cluster) the layout is `{prefix}{{namespace}}:{id}`; with
- *     `buckets: n` it is `{prefix}{{namespace}:{bucket}}:{id}` (bucket 0: `{prefix}{{namespace}}:{id}`),
+ *     With `hashTag: true` (TCP, Redis Cluster) the layout is `<prefix>{<namespace>}:<id>`; with
+ *     `buckets: n` it is `<prefix>{<namespace>:<bucket>}:<id>` (bucket 0: `<prefix>{<namespace>}:<id>`),
  *     see buckets.ts.
  *   - `claim` answers claimed / done / in-flight (+ the lease's remaining ms, + the stored payload
  *     fingerprint) in ONE command, and stores the claim's fingerprint in that same command;
@@ -94,11 +94,11 @@ export interface RedisStoreOptions extends RedisStoreCommonOptions {
    * evalsha: (sha, keys, args) => c.evalSha(sha, { keys, arguments: args }) }`.
    */
   client: RedisScriptClient;
-  /** Redis Cluster: tag keys `{prefix}{{namespace}}:{id}` so a batch stays in one slot (the same as `buckets: 1`). Needs a namespace. Default false. */
+  /** Redis Cluster: tag keys `<prefix>{<namespace>}:<id>` so a batch stays in one slot (the same as `buckets: 1`). Needs a namespace. Default false. */
   hashTag?: boolean;
   /**
    * Redis Cluster: spread the namespace over this many hash-tag buckets (1-1024), key
-   * `{prefix}{{namespace}:{bucket}}:{id}`, an id's bucket by jump consistent hash. A batch step is
+   * `<prefix>{<namespace>:<bucket>}:<id>`, an id's bucket by jump consistent hash. A batch step is
    * one script per bucket it touches, one pipelined round trip per node with `ioredisScriptClient`.
    * A few times the number of masters spreads keys evenly (e.g. 16-64). Needs a namespace. To change
    * it on a running fleet, set `previousBuckets` for a while (see there). Default: none (one slot

@@ -33,4 +33,11 @@ describe("doc comments of the public surface", () => {
       .map((option) => `${option.subpath} ${option.options}.${option.property} (${option.where})`);
     expect(undocumented).toEqual([]);
   });
+
+  it("no doc comment holds `{{`: the site's pages are Vue templates, which would read it as an expression", () => {
+    const interpolated = [...names.map((name) => ({ at: `${name.subpath} ${name.name}`, doc: name.doc })), ...options.map((option) => ({ at: `${option.options}.${option.property}`, doc: option.doc }))]
+      .filter((entry) => entry.doc.includes("{{"))
+      .map((entry) => entry.at);
+    expect(interpolated).toEqual([]);
+  });
 });
