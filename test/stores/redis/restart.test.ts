@@ -33,7 +33,9 @@ describe("redis-server restarted mid-run", () => {
     });
     const store = new RedisStore({ client: ioredisScriptClient(client), namespace: "restart", timeoutMs: 1_000 });
     const effects = new Map<string, number>();
-    const consumer = new CountingConsumer(store, effects, { handlerMs: 5 });
+    // No commit retries: a commit that meets the outage is final after one timeout (commit-failed), so
+    // the lanes go on and batches keep starting all through the outage.
+    const consumer = new CountingConsumer(store, effects, { handlerMs: 5, commitRetries: 0 });
     const results: { at: number; result: MessageResult }[] = [];
     let next = 0;
     let restartedAt = Number.POSITIVE_INFINITY;
@@ -57,7 +59,9 @@ describe("redis-server restarted mid-run", () => {
     await node.kill();
     // Down for longer than the store's timeout: the batches meanwhile fail (ioredis' offline queue
     // would otherwise carry a shorter outage unnoticed).
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // 4 s: longer than a batch that meets the outage mid-commit takes to give up (about 2 s), so that
+    // batches also START during the outage and fail at their claim.
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
     await node.restart();
     restartedAt = Date.now();
     slow.push(`restarted ${restartedAt % 100000}`);
