@@ -88,7 +88,8 @@ describe.skipIf(!linux)("local backends never outlive their parent", () => {
     it(`${kind}: SIGKILL of the node process that started it stops it (its whole group) within seconds`, async () => {
       const { parent, pids, groups, dirs } = await launch(kind);
       expect(pids.length).toBeGreaterThan(0);
-      expect(pids.every((pid) => stat(pid) !== undefined)).toBe(true);
+      // Running now (a PostgreSQL worker may come and go on its own: the group leader must be up).
+      expect(stat(pids[0] as number)).toBeDefined();
       if (kind === "postgres") expect(pids.length).toBeGreaterThan(3); // the postmaster and its workers (each in a group of its own)
       parent.kill("SIGKILL");
       expect(await waitFor(allGone(pids, groups, dirs), 10_000), `${kind} still running: ${pids.join(",")}`).toBe(true);
