@@ -32,6 +32,16 @@ function bundle(results: BenchResults, id: string): BundleFigure | undefined {
   return results.bundles.find((one) => one.id === id);
 }
 
+/** The key figures the README's headline table shows (labels of `keyRows`). */
+const HEADLINE_LABELS: readonly string[] = [
+  "DynamoDB requests / batch of 10 new",
+  "DynamoDB requests / batch of 10 duplicates",
+  "Redis requests / batch of 10 new",
+  "DynamoDB wall time / batch of 100 new",
+  "Per-message overhead vs bare handler (in memory)",
+  "Lambda bundle, SDK external (min+gzip)",
+];
+
 /** The sections by name. */
 export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
   /** The run the figures come from. */
@@ -47,6 +57,16 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
       ["figure", "ours", "Powertools", "Powertools ÷ ours"],
       ["l", "r", "r", "r"],
       keyRows(results).map((row) => [row.label, fmt(row.ours, row.unit), fmt(row.powertools, row.unit), ratio(row.powertools, row.ours)]),
+    ),
+
+  /** A few of the key figures, for the README: requests, wall time, overhead, and one where Powertools is ahead. */
+  headline: (results) =>
+    table(
+      ["figure", "ours", "Powertools", "Powertools ÷ ours"],
+      ["l", "r", "r", "r"],
+      keyRows(results)
+        .filter((row) => HEADLINE_LABELS.includes(row.label))
+        .map((row) => [row.label, fmt(row.ours, row.unit), fmt(row.powertools, row.unit), ratio(row.powertools, row.ours)]),
     ),
 
   /** Per-message overhead against a bare handler, in memory. */

@@ -18,6 +18,8 @@
  *   metrics: batchMetrics(), // CloudWatch EMF on stdout
  * });
  * ```
+ *
+ * @module babelqueue-serverless/metrics
  */
 export {
   ANALYTICS_DOUBLES,

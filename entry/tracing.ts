@@ -18,6 +18,8 @@
  *   tracing: otelTracing({ api: otel }),
  * });
  * ```
+ *
+ * @module babelqueue-serverless/tracing
  */
 export type { OtelApi } from "../src/observability/otel-api.js";
 export { type TracingOptions, otelTracing } from "../src/observability/tracing.js";

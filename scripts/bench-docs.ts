@@ -10,7 +10,7 @@
  * this after every run; test/package/bench-docs.test.ts fails when a file's sections differ from
  * what results.json says. `--check` only reports the stale sections (exit 1 when there are some).
  *
- * The files are listed once, in `BENCH_DOC_FILES`: add README.md or the site's proof page there.
+ * The files are listed once, in `BENCH_DOC_FILES`: the README and the site's proof page.
  *
  * What this is *not*: a measurement. It renders what results.json holds, whatever run made it.
  */
@@ -21,7 +21,7 @@ import type { BenchResults } from "../bench/report.js";
 import { BENCH_SECTIONS } from "../bench/sections.js";
 
 /** The markdown files (from the repository root) whose `<!-- bench:NAME -->` sections are generated. */
-export const BENCH_DOC_FILES: readonly string[] = ["docs/drafts/benchmarks.md"];
+export const BENCH_DOC_FILES: readonly string[] = ["README.md", "docs/proof/benchmark.md"];
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const RESULTS_FILE = join(ROOT, "bench", "results", "results.json");

@@ -3,35 +3,17 @@
  * entry modules (TypeDoc → docs/api/, see typedoc.json) and builds the site into
  * docs/.vitepress/dist, offline. A dead internal link fails the build (VitePress's default, kept).
  *
- * Drafts: docs/drafts/ is never built (srcExclude), so a draft can never break the site. One planned
- * page has a slot: Lambda + Kafka appears under "Getting started" when docs/guide/lambda-kafka.md
- * exists, or — until it is moved there — when docs/drafts/lambda-kafka.md does (built at
- * /guide/lambda-kafka through a rewrite). No placeholder page is ever written.
+ * Drafts: docs/drafts/ is never built (srcExclude), so a draft can never break the site.
  *
  * What this is *not*: the pages. They are the markdown files beside this folder; the API pages are
  * generated and never committed (.gitignore).
  */
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type DefaultTheme, defineConfig } from "vitepress";
 
 const docs = join(dirname(fileURLToPath(import.meta.url)), "..");
-
-/** The planned Lambda + Kafka page: its final place, or the draft it comes from. */
-const KAFKA_PAGE = "guide/lambda-kafka.md";
-const KAFKA_DRAFT = "drafts/lambda-kafka.md";
-const kafkaFromDraft = !existsSync(join(docs, KAFKA_PAGE)) && existsSync(join(docs, KAFKA_DRAFT));
-const kafkaPlanned = existsSync(join(docs, KAFKA_PAGE)) || kafkaFromDraft;
-
-/** Every draft except the one promoted through the rewrite. */
-function draftExcludes(): string[] {
-  if (!kafkaFromDraft) return ["drafts/**"];
-  return readdirSync(join(docs, "drafts"), { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith(".md"))
-    .map((entry) => `${join(entry.parentPath, entry.name).slice(docs.length + 1)}`)
-    .filter((path) => path !== KAFKA_DRAFT);
-}
 
 /** The API reference's sidebar, as TypeDoc wrote it (absent before the first `npm run docs:api`). */
 function apiSidebar(): DefaultTheme.SidebarItem[] {
@@ -46,7 +28,7 @@ const gettingStarted: DefaultTheme.SidebarItem[] = [
   { text: "Install", link: "/guide/install" },
   { text: "wrap in any job runner", link: "/guide/wrap" },
   { text: "Lambda + SQS", link: "/guide/lambda-sqs" },
-  ...(kafkaPlanned ? [{ text: "Lambda + Kafka", link: "/guide/lambda-kafka" }] : []),
+  { text: "Lambda + Kafka", link: "/guide/lambda-kafka" },
   { text: "Cloudflare Queues", link: "/guide/cloudflare-queues" },
   { text: "Local development", link: "/guide/local-development" },
 ];
@@ -60,6 +42,8 @@ const sidebar: DefaultTheme.SidebarItem[] = [
       { text: "One message, decided once", link: "/concepts/decision" },
       { text: "Guarantees and honest limits", link: "/concepts/guarantees" },
       { text: "Transactional mode", link: "/concepts/transactional" },
+      { text: "Clocks and skew", link: "/concepts/clocks" },
+      { text: "Joining a BabelQueue fleet", link: "/concepts/fleet" },
     ],
   },
   {
@@ -109,8 +93,7 @@ export default defineConfig({
     "Exactly-once effects for serverless and edge queue consumers (SQS Lambda, Cloudflare Queues) over at-least-once delivery.",
   lang: "en-US",
   head: [["link", { rel: "icon", type: "image/svg+xml", href: "/favicon.svg" }]],
-  srcExclude: draftExcludes(),
-  rewrites: kafkaFromDraft ? { [KAFKA_DRAFT]: KAFKA_PAGE } : {},
+  srcExclude: ["drafts/**"],
   lastUpdated: false,
   // Explicit: the build fails on a dead internal link.
   ignoreDeadLinks: false,

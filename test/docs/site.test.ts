@@ -171,6 +171,7 @@ describe("the documentation site, in Chromium", () => {
     expect(built.filter((path) => !visits.has(path))).toEqual([]);
     for (const path of [
       "/guide/lambda-sqs.html",
+      "/guide/lambda-kafka.html",
       "/guide/cloudflare-queues.html",
       "/guide/wrap.html",
       "/stores/dynamodb.html",
@@ -182,6 +183,8 @@ describe("the documentation site, in Chromium", () => {
       "/stores/in-memory.html",
       "/concepts/guarantees.html",
       "/concepts/transactional.html",
+      "/concepts/clocks.html",
+      "/concepts/fleet.html",
       "/operating/observability.html",
       "/operating/cli.html",
       "/operating/redrive-replay.html",
@@ -191,6 +194,8 @@ describe("the documentation site, in Chromium", () => {
       "/ARCHITECTURE.html",
       "/api/",
       "/api/babelqueue-serverless/lambda.html",
+      "/api/babelqueue-serverless/metrics.html",
+      "/api/babelqueue-serverless/tracing.html",
     ]) {
       expect(built, path).toContain(path);
     }
@@ -240,7 +245,7 @@ describe("the documentation site, in Chromium", () => {
       await page.waitForURL(/\/stores\/$/);
       await expect(page.locator("h1").first().textContent()).resolves.toContain("Choosing a store");
       const sidebar = page.locator(".VPSidebar");
-      for (const text of ["Lambda + SQS", "Cloudflare Queues", "DynamoDB", "Durable Objects", "Redrive and replay", "Reliability"]) {
+      for (const text of ["Lambda + SQS", "Lambda + Kafka", "Cloudflare Queues", "Joining a BabelQueue fleet", "DynamoDB", "Durable Objects", "Redrive and replay", "Reliability"]) {
         await expect(sidebar.getByRole("link", { name: text, exact: true }).count()).resolves.toBeGreaterThanOrEqual(1);
       }
       await sidebar.getByRole("link", { name: "DynamoDB", exact: true }).click();
