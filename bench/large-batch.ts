@@ -156,7 +156,7 @@ export function renderLargeBatch(figures: readonly LargeBatchFigure[] | undefine
     "",
     "Ours claims the whole batch in one step (one conditional PutItem per id: DynamoDB has no batch conditional write) and commits in BatchWriteItem chunks of 25, " +
       "never more than `maxConcurrentRequests` requests at once; without the bound every claim is sent at once and waits in the SDK's socket pool (50 sockets) instead of in the store. " +
-      "A throttled id fails alone and is retried with its delivery (docs/drafts/dynamodb-clock.md).",
+      "A throttled id fails alone and is retried with its delivery (docs/stores/dynamodb.md).",
     "",
   ].join("\n");
 }

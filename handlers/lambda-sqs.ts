@@ -143,7 +143,7 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
   const { parks: parkOption, ...handlerOptions } = options ?? ({} as SqsHandlerOptions<Message>);
   const run = lambdaBatchRunner<Message, SqsRuntimeContext>("sqsHandler", handlerOptions as SqsHandlerOptions<Message>, "aws_sqs");
   const parks = checkParkOptions(parkOption);
-  const logger = options.logger === false ? undefined : (options.logger ?? jsonLogger());
+  const logger = options?.logger === false ? undefined : (options?.logger ?? jsonLogger());
 
   return async (event, lambdaContext) => {
     const records: SQSRecord[] = Array.isArray(event?.Records) ? event.Records : [];

@@ -41,7 +41,7 @@
  * longest lease) has passed since the last OLD invocation ended. A record's lease or retention is
  * decided by the object holding it, by that object's clock.
  *
- * The rules an operator follows (docs/drafts/durable-objects.md): deploy WINDOW; wait until no OLD
+ * The rules an operator follows (docs/operating/shards.md): deploy WINDOW; wait until no OLD
  * invocation runs (Cloudflare Queues: 15 minutes) and then `retentionMs` more; deploy NEW. One change
  * at a time. Growing (n < m) and shrinking (n > m) are the same procedure. What a window costs: a
  * moved key's first delivery claims and commits in two objects (2 rows written more) and its claim

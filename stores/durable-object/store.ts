@@ -22,12 +22,11 @@
  * `shards` (or of `objectName`) moves ids to objects that know nothing of them.
  *
  * Per-shard failures: one shard's call failing fails only the ids that shard holds (fan-out.ts).
- * The contract's batch forms answer for a whole step, so a step with a failed id still throws
- * `StoreUnavailableError` — but only after every other shard's call has finished: commits and
- * releases that other shards made stand (a retried commit re-writes them, which is harmless), and a
- * claim step that throws first releases the claims it won, so their redeliveries need not wait for
- * the lease. `#claimOutcomes` already answers per id (a `failed` entry for a failed shard's ids):
- * `claimsOrThrow` is the one place that turns that into a throw.
+ * `claimMany` answers per id — a failed shard's ids as `{ status: "failed", error }` (the
+ * contract's `ClaimFailure`, which the engine retries alone), every other shard's answers as they
+ * are. The other batch forms answer for a whole step, so they still throw `StoreUnavailableError` —
+ * but only after every other shard's call has finished: commits and releases that other shards made
+ * stand (a retried commit re-writes them, which is harmless).
  *
  * What this is *not*: a cross-shard transaction (a batch step is atomic per shard, which is all
  * the contract asks: every id is decided by exactly one object, or — for a moved key in the window —
@@ -38,7 +37,7 @@
  * binding structurally (`IdempotencyNamespace`). The real `DurableObjectNamespace<IdempotencyObject>`
  * satisfies it.
  */
-import type { Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
+import type { BatchClaim, Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
 import { type BabelQueueServerlessError, InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
@@ -102,7 +101,7 @@ export interface DurableObjectStoreOptions extends StoreWindows {
    * its calls, and a call carries a whole batch step, so 1 serves most consumers; raise it when
    * one object's throughput (on the order of 1,000 calls a second) is not enough. A batch step
    * makes one call per shard that holds one of its ids. To change it on a running deployment,
-   * set `previousShards` to the old count for the migration window (docs/drafts/durable-objects.md);
+   * set `previousShards` to the old count for the migration window (docs/operating/shards.md);
    * changing it without one moves ids to objects that know nothing of them. Default 1, at most 1024.
    */
   shards?: number;
@@ -158,12 +157,6 @@ function checkShards(option: string, value: number): number {
     throw new InvalidOptionError(option, `must be an integer from 1 to ${MAX_SHARDS}`);
   }
   return value;
-}
-
-/** The claim step's answers as the contract has them today: every claim, or a throw when any id failed. */
-function claimsOrThrow(outcomes: readonly ClaimOutcome[]): Claim[] {
-  for (const outcome of outcomes) if (outcome.status === "failed") throw outcome.error;
-  return outcomes as Claim[];
 }
 
 /** Throws the first failure of a step, once every shard has answered. */
@@ -323,20 +316,17 @@ export class DurableObjectStore implements ClaimingStore {
   }
 
   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
-    return (await this.claimMany([id], leaseMs, [checkFingerprint(fingerprint)]))[0] as Claim;
+    const [answer] = await this.claimMany([id], leaseMs, [checkFingerprint(fingerprint)]);
+    if (answer?.status === "failed") throw answer.error;
+    return answer as Claim;
   }
 
-  async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<Claim[]> {
+  /** One `Claim` per id; the ids of a shard whose call failed answer `{ status: "failed", error }` (`ClaimFailure`). */
+  async claimMany(ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]): Promise<BatchClaim[]> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
     const checked = checkFingerprints(fingerprints, ids.length);
     if (ids.length === 0) return [];
-    const keys = await this.#keys(ids);
-    const outcomes = await this.#claimOutcomes(keys, lease, checked);
-    if (outcomes.some((outcome) => outcome.status === "failed")) {
-      // The step is about to fail as a whole: the claims it won would only hold their ids until the lease ends.
-      await this.#releaseQuietly(keys.flatMap((key, i) => (outcomes[i]?.status === "claimed" ? [{ key, token: (outcomes[i] as { token: string }).token }] : [])));
-    }
-    return claimsOrThrow(outcomes);
+    return this.#claimOutcomes(await this.#keys(ids), lease, checked);
   }
 
   /**
@@ -436,11 +426,5 @@ export class DurableObjectStore implements ClaimingStore {
     throwIfFailed(first);
     throwIfFailed(owners);
     return released;
-  }
-
-  /** Releases claims and ignores failures: used when a claim step fails anyway. */
-  async #releaseQuietly(refs: readonly ShardClaimRef[]): Promise<void> {
-    if (refs.length === 0) return;
-    await this.#releaseKeys(refs).catch(() => undefined);
   }
 }

@@ -2,7 +2,7 @@
  * The Lua scripts of the two BabelQueue layouts of the Redis stores (layouts.ts): the records
  * BabelQueue's PHP and Go SDKs read and write, with our extras beside them in a key those SDKs never
  * read. Facts from the SDKs' sources (PHP `BabelQueue/php-sdk` src/Idempotency/RedisStore.php,
- * Go `BabelQueue/babelqueue-go` idempotency-redis/redis.go; docs/drafts/fleet-redis.md):
+ * Go `BabelQueue/babelqueue-go` idempotency-redis/redis.go; docs/concepts/fleet.md):
  *
  *   - "babelqueue-php": key `<prefix><id>` (PHP's default prefix `bq:idem:`). `'1'` = claimed,
  *     written `SET key 1 PX <ms> NX`; `'2'` = seen, written `SET key 2` (no expiry); seen = the value

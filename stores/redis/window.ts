@@ -5,7 +5,7 @@
  * During the window an id may have two keys: its key under the previous count (the OLD key) and
  * under the new one (the NEW key); jump hashing makes them the same key for most ids (buckets.ts).
  * Three kinds of consumers can share the store, never more than two kinds at once when the
- * changeover is done in two deploys (docs/drafts/redis-cluster.md):
+ * changeover is done in two deploys (docs/operating/shards.md):
  *   - O, still on the previous count: reads and writes OLD keys only;
  *   - W, in the window (`buckets: m, previousBuckets: n`): the protocol below;
  *   - F, after the window (`buckets: m`): NEW keys only.

@@ -153,7 +153,7 @@ describe.each(backends)("babelqueue-serverless on $name", (backend) => {
       }
       expect(records[1]?.leaseLeftMs).toBeGreaterThan(50_000);
       // DynamoDBStore counts on DynamoDB's clock: a cold store records a lease up to 3 s and a round trip
-      // longer than asked, and reads it from the earliest that clock can read (docs/drafts/dynamodb-clock.md).
+      // longer than asked, and reads it from the earliest that clock can read (docs/stores/dynamodb.md).
       expect(records[1]?.leaseLeftMs).toBeLessThanOrEqual(60_000 + 3_500);
       expect(rows.find((row) => row.startsWith("order-in-flight"))).toMatch(/in-flight\s+(1m )?\d+s\s+-/);
     } else {

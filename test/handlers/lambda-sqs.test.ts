@@ -287,7 +287,7 @@ describe("sqsHandler on DynamoDB Local", () => {
     await handler(event([sqsRecord(envelope("lease-probe"))]), lambdaContext(120_000));
     expect(parkedFor).toBeGreaterThan(120_000);
     // 125 s, plus what DynamoDBStore may add on DynamoDB's clock: a cold store records a lease up to 3 s
-    // and a round trip longer than asked (docs/drafts/dynamodb-clock.md); the store's default would be 60 s.
+    // and a round trip longer than asked (docs/stores/dynamodb.md); the store's default would be 60 s.
     expect(parkedFor).toBeLessThanOrEqual(125_000 + 3_500);
   });
 

@@ -9,7 +9,7 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { Claim } from "../../src/contract.js";
+import type { BatchClaim } from "../../src/contract.js";
 import { BatchEngine } from "../../src/engine/index.js";
 import { storeKey } from "../../src/store-kit/keys.js";
 import { DurableObjectStore, type DurableObjectStoreOptions } from "../../stores/durable-object/store.js";
@@ -106,7 +106,7 @@ describe("DurableObjectStore: changing the shard count", () => {
    * answers how many ids got 0, 1 and more than 1 `claimed`.
    */
   async function race(stores: DurableObjectStore[], ids: string[]) {
-    const answers: Claim[][] = await Promise.all(stores.map((store) => store.claimMany(ids)));
+    const answers: BatchClaim[][] = await Promise.all(stores.map((store) => store.claimMany(ids)));
     const winners = ids.map((_, i) => answers.filter((claims) => claims[i]?.status === "claimed").length);
     return { none: winners.filter((n) => n === 0).length, one: winners.filter((n) => n === 1).length, two: winners.filter((n) => n > 1).length };
   }

@@ -313,7 +313,7 @@ describe("DurableObjectStore: one shard failing", () => {
     return { onBroken: ids.filter((_, i) => owners[i] === shard), healthy: ids.filter((_, i) => owners[i] !== shard) };
   }
 
-  it("a failed claim step releases what the healthy shards granted; a failed commit keeps what they committed", async () => {
+  it("a failed shard fails only its ids' claims (ClaimFailure); a failed commit keeps what the healthy shards committed", async () => {
     const objectName = `broken-${Date.now()}`;
     const options = { namespace: "pf", objectName, shards: 4 };
     const healthy = new DurableObjectStore(env.IDEMPOTENCY, options);
@@ -323,12 +323,19 @@ describe("DurableObjectStore: one shard failing", () => {
     expect(onBroken.length).toBeGreaterThan(0);
     expect(elsewhere.length).toBeGreaterThan(0);
 
-    const error = await broken.claimMany(ids).catch((e: unknown) => e);
-    expect(error).toMatchObject({ name: "StoreUnavailableError", store: "DurableObjectStore", operation: "claim" });
-    // The healthy shards' grants were released before the throw: nobody waits for their leases.
-    const after = await healthy.claimMany(elsewhere);
-    expect(after.map((claim) => claim.status)).toEqual(elsewhere.map(() => "claimed"));
-    await healthy.releaseMany(after.map((claim, i) => ({ id: elsewhere[i] as string, token: (claim as { token: string }).token })));
+    const answers = await broken.claimMany(ids);
+    // The broken shard's ids fail alone; every other shard's claims stand (the engine runs them).
+    answers.forEach((answer, i) => {
+      if (onBroken.includes(ids[i] as string)) {
+        expect(answer).toMatchObject({ status: "failed", error: { name: "StoreUnavailableError", store: "DurableObjectStore", operation: "claim" } });
+      } else {
+        expect(answer.status).toBe("claimed");
+      }
+    });
+    await expect(broken.claim(onBroken[0] as string)).rejects.toMatchObject({ name: "StoreUnavailableError", operation: "claim" });
+    await healthy.releaseMany(
+      ids.flatMap((id, i) => (answers[i]?.status === "claimed" ? [{ id, token: (answers[i] as { token: string }).token }] : [])),
+    );
 
     await expect(broken.rememberMany(ids)).rejects.toMatchObject({ operation: "remember" });
     // Every healthy shard's commit stands; the broken shard's ids are not committed.
@@ -356,6 +363,7 @@ describe("DurableObjectStore: one shard failing", () => {
     expect((await ownerDown.claimMany(moved)).map((claim) => claim.status)).toEqual(moved.map(() => "done"));
     const previousDown = new DurableObjectStore(partlyBroken(new Set([`${objectName}/shard-0`])), windowOptions);
     await expect(previousDown.seenMany(moved)).rejects.toMatchObject({ operation: "seen" });
-    await expect(previousDown.claimMany(moved)).rejects.toMatchObject({ operation: "claim" });
+    // The previous owner down: a moved id cannot be decided (it must be asked first), so it fails alone.
+    for (const answer of await previousDown.claimMany(moved)) expect(answer).toMatchObject({ status: "failed", error: { operation: "claim" } });
   });
 });

@@ -5,7 +5,7 @@
  * restarted PostgreSQL once ended `npm run bench`. Read from the sources, so a new pool without its
  * listener fails here before it fails in a run.
  *
- * What this is *not*: a check of users' code. docs/drafts/fleet-postgres.md tells users what their pool needs.
+ * What this is *not*: a check of users' code. docs/stores/postgres.md tells users what their pool needs.
  */
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";

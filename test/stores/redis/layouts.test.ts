@@ -281,7 +281,7 @@ describe("one batch naming an id twice (every layout)", () => {
       await tcp.hset(await ours.key(odd), "field", "value");
       if (layout === "babelqueue-go") {
         // One MGET reads Go's keys, and MGET sees only strings: a key of another type (never one Go
-        // writes) is not read as done, as Go's EXISTS would. Documented in docs/drafts/fleet-redis.md.
+        // writes) is not read as done, as Go's EXISTS would. Documented in docs/concepts/fleet.md.
         expect((await ours.claimMany([odd], 60_000, undefined, { redelivered: [true] }))[0]?.status).toBe("claimed");
       } else {
         await expect(ours.claimMany([odd], 60_000, undefined, { redelivered: [true] })).rejects.toThrow(/WRONGTYPE/);
