@@ -54,6 +54,7 @@ import { canPipeline, ioredisPipeline } from "./pipeline.js";
 import { MAX_REDIS_KEY_BYTES, type RedisLayout, type RedisLayoutName, resolveRedisLayout } from "./layouts.js";
 import { type RedisScript, type RedisScriptClient, readClaims, readIntegers, readRecord } from "./scripts.js";
 import { type StepKey, type StepResult, StepTimedOut, allOf, pick, runStep } from "./steps.js";
+import type { PlainSet, PlainSetter } from "./plain.js";
 import { type WindowKeys, claimAcrossWindow } from "./window.js";
 
 export type { RedisScriptClient } from "./scripts.js";
@@ -178,6 +179,11 @@ export class RedisStore implements ClaimingStore {
   protected readonly storeName: string = "RedisStore";
   /** Strings scrubbed from every error detail (the REST token, when the store knows it). */
   protected readonly secrets: string[] = [];
+  /**
+   * Plain pipelined SETs (plain.ts), when the transport bills per command and can pipeline them
+   * (`UpstashRedisStore`): first deliveries and fully fingerprinted commits then skip the script.
+   */
+  protected plainSets: PlainSetter | undefined;
   readonly #client: RedisScriptClient;
   readonly #layout: RedisLayout;
   readonly #placement: Placement;
@@ -297,6 +303,9 @@ export class RedisStore implements ClaimingStore {
     if (this.#previous !== undefined) {
       return claimAcrossWindow(idKeys, tokens, { claim: claimKeys, releaseQuietly });
     }
+    if (this.#plainPath() && (flags === undefined || flags.every((flag) => flag === "0"))) {
+      return this.#claimPlain(operation, ids, lease, fingerprints, idKeys.map((k) => k.current), tokens, releaseQuietly);
+    }
     const result = await claimKeys(
       idKeys.map((k) => k.current),
       tokens,
@@ -311,6 +320,70 @@ export class RedisStore implements ClaimingStore {
       tokens,
     );
     throw result.error;
+  }
+
+  /** The plain-SET path applies: a transport that bills per command, our own layout, one key per id, no bucket window. */
+  #plainPath(): boolean {
+    return this.plainSets !== undefined && this.#layout.keysPerId === 1 && this.#placement.kind === "plain" && this.#previous === undefined;
+  }
+
+  /**
+   * First deliveries (plain.ts): one `SET key i:<token>[:<fp>] NX PX lease` per id in ONE pipelined
+   * request. An id whose SET was held back by a record (a duplicate, a delivery in flight, a copy
+   * earlier in the batch) is then decided by the claim script, which reads it — a second request,
+   * for those ids only.
+   */
+  async #claimPlain(
+    operation: string,
+    ids: readonly string[],
+    lease: number,
+    fingerprints: readonly (string | undefined)[],
+    keys: readonly StepKey[],
+    tokens: readonly string[],
+    releaseQuietly: (keys: readonly StepKey[], tokens: readonly string[]) => Promise<void>,
+  ): Promise<Claim[]> {
+    const sets = keys.map((key, i): PlainSet => {
+      const fingerprint = fingerprints[i];
+      return { key: key.key, value: fingerprint === undefined ? `i:${tokens[i]}` : `i:${tokens[i]}:${fingerprint}`, px: lease, nx: true };
+    });
+    let replies: unknown[];
+    try {
+      replies = await this.#plain(sets);
+      if (!Array.isArray(replies) || replies.length !== sets.length) throw new StoreUnavailableError(this.storeName, operation, `unexpected reply from Redis (${replies === null ? "null" : typeof replies})`);
+    } catch (error) {
+      // As for a failed script step: the SETs that did land are undone, fenced by their tokens.
+      await releaseQuietly(keys, tokens);
+      throw error instanceof StoreUnavailableError ? error : this.#unavailable(operation, error, [...this.secrets, ...tokens]);
+    }
+    const answers: (Claim | undefined)[] = replies.map((reply, i) => (reply === "OK" ? { status: "claimed", token: tokens[i] as string } : undefined));
+    const held = answers.flatMap((answer, i) => (answer === undefined ? [i] : []));
+    if (held.length > 0) {
+      const read = await this.#claim(
+        operation,
+        held.map((i) => ids[i] as string),
+        lease,
+        held.map((i) => fingerprints[i]),
+        held.map(() => true),
+      );
+      held.forEach((i, j) => {
+        answers[i] = read[j];
+      });
+    }
+    return answers as Claim[];
+  }
+
+  /** Sends plain SETs under the store's timeout. */
+  async #plain(sets: readonly PlainSet[]): Promise<unknown[]> {
+    const setter = this.plainSets as PlainSetter;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new StepTimedOut(this.timeoutMs)), this.timeoutMs);
+    });
+    try {
+      return await Promise.race([setter(sets), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async #release(operation: string, claims: readonly ClaimRef[]): Promise<boolean[]> {
@@ -333,6 +406,19 @@ export class RedisStore implements ClaimingStore {
     const keyFingerprints = owners.map((owner) => fingerprints[owner]);
     // '': no expiry (a BabelQueue layout without retentionMs keeps committed ids for good, as its SDK does).
     const retention = Number.isFinite(this.retentionMs) ? String(Math.ceil(this.retentionMs)) : "";
+    if (this.#plainPath() && retention !== "" && this.#wait === undefined && fingerprints.every((fingerprint) => fingerprint !== undefined)) {
+      // Every fingerprint known: the commit is one plain `SET key d:<fp> PX retention` per id, no read (plain.ts).
+      let replies: unknown[];
+      try {
+        replies = await this.#plain(keys.map((key, i) => ({ key: key.key, value: `d:${keyFingerprints[i]}`, px: Number(retention), nx: false })));
+      } catch (error) {
+        throw this.#unavailable(operation, error, this.secrets);
+      }
+      if (!Array.isArray(replies) || replies.length !== keys.length || replies.some((reply) => reply !== "OK")) {
+        throw new StoreUnavailableError(this.storeName, operation, "unexpected reply from Redis to a commit");
+      }
+      return;
+    }
     allOf(
       await this.#stepOf(
         operation,

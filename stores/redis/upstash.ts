@@ -12,6 +12,7 @@
 import { InvalidOptionError } from "../../src/errors.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkMs } from "../../src/store-kit/windows.js";
+import { type PlainSetter, type UpstashPipelineLike, hasPipeline, upstashSetter } from "./plain.js";
 import type { RedisScriptClient } from "./scripts.js";
 import { DEFAULT_REDIS_TIMEOUT_MS, RedisStore, type RedisStoreCommonOptions } from "./store.js";
 
@@ -59,13 +60,21 @@ export class UpstashRedisStore extends RedisStore {
     const { url, token, client: given, ...common } = options ?? {};
     const timeoutMs = checkMs("timeoutMs", common.timeoutMs ?? DEFAULT_REDIS_TIMEOUT_MS);
     let client = given;
+    let plainSets: PlainSetter | undefined;
     if (client === undefined) {
       if (typeof url !== "string" || url === "") throw new InvalidOptionError("url", "is required when no client is given");
       if (typeof token !== "string" || token === "") throw new InvalidOptionError("token", "is required when no client is given");
-      client = upstashRestClient(url, token, timeoutMs);
+      const made = upstashRestClient(url, token, timeoutMs);
+      client = made.scripts;
+      plainSets = upstashSetter(made.redis);
+    } else if (hasPipeline(client)) {
+      const pipelined = client;
+      plainSets = upstashSetter(() => pipelined);
     }
     super({ ...common, client, timeoutMs });
     if (typeof token === "string" && token !== "") this.secrets.push(token);
+    // Upstash bills every command: first deliveries and fingerprinted commits go as plain pipelined SETs (plain.ts).
+    this.plainSets = plainSets;
   }
 }
 
@@ -74,14 +83,22 @@ export class UpstashRedisStore extends RedisStore {
  * the fetch-only build that runs in Node 18+, Lambda and Workers alike. Each request is aborted
  * after `timeoutMs`.
  */
-function upstashRestClient(url: string, token: string, timeoutMs: number): RedisScriptClient {
-  let made: Promise<RedisScriptClient> | undefined;
-  const client = () =>
-    (made ??= import("@upstash/redis/cloudflare").then(
-      ({ Redis }) => new Redis({ url, token, enableTelemetry: false, signal: () => AbortSignal.timeout(timeoutMs) }),
-    ));
+function upstashRestClient(url: string, token: string, timeoutMs: number): { scripts: RedisScriptClient; redis: () => Promise<RedisScriptClient & UpstashPipelineLike> } {
+  let made: Promise<RedisScriptClient & UpstashPipelineLike> | undefined;
+  const redis = () => {
+    if (made === undefined) {
+      made = import("@upstash/redis/cloudflare").then(
+        ({ Redis }) =>
+          new Redis({ url, token, enableTelemetry: false, signal: () => AbortSignal.timeout(timeoutMs) }) as unknown as RedisScriptClient & UpstashPipelineLike,
+      );
+    }
+    return made;
+  };
   return {
-    eval: async (script, keys, args) => (await client()).eval(script, keys, args),
-    evalsha: async (sha1, keys, args) => (await client()).evalsha(sha1, keys, args),
+    scripts: {
+      eval: async (script, keys, args) => (await redis()).eval(script, keys, args),
+      evalsha: async (sha1, keys, args) => (await redis()).evalsha(sha1, keys, args),
+    },
+    redis,
   };
 }

@@ -63,10 +63,10 @@ function everythingIn(error: unknown): string {
 }
 
 describe("cost per batch (REST, through the BatchEngine)", () => {
-  it("spends 2 requests / 2 commands on 10 new messages, 1 / 1 on 10 duplicates, 2 / 2 on 10 failures", async () => {
+  it("10 new messages: 2 requests of 10 plain SETs each; 10 unflagged duplicates: 2 requests (SETs held back, then the claim script reads them); 10 failures: 2", async () => {
     const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
     // Warm the script cache (a fresh server answers the first EVALSHA of each script with NOSCRIPT).
-    const warm = await store.claimMany(["warm"]);
+    const warm = await store.claimMany(["warm"], undefined, undefined, { redelivered: [true] }); // the claim script, not the plain SET
     await store.releaseMany(warm.flatMap((claim) => (claim.status === "claimed" ? [{ id: "warm", token: claim.token }] : [])));
     await store.rememberMany(["warm"]);
 
@@ -78,17 +78,14 @@ describe("cost per batch (REST, through the BatchEngine)", () => {
     const fresh = await ok.process(batch("new", 10));
     expect(fresh.map((r) => r.status)).toEqual(Array(10).fill("ran"));
     expect(effects).toBe(10);
-    expect({ requests: bridge.requests, commands: bridge.commands, log: bridge.log }).toEqual({
-      requests: 2,
-      commands: 2,
-      log: [["EVALSHA"], ["EVALSHA"]],
-    });
+    const sets = Array(10).fill("SET");
+    expect({ requests: bridge.requests, commands: bridge.commands, log: bridge.log }).toEqual({ requests: 2, commands: 20, log: [sets, sets] });
 
     bridge.reset();
     const again = await ok.process(batch("new", 10));
     expect(again.map((r) => r.status)).toEqual(Array(10).fill("duplicate"));
     expect(effects).toBe(10);
-    expect({ requests: bridge.requests, commands: bridge.commands }).toEqual({ requests: 1, commands: 1 });
+    expect({ requests: bridge.requests, commands: bridge.commands, log: bridge.log }).toEqual({ requests: 2, commands: 11, log: [sets, ["EVALSHA"]] });
 
     const failing = new BatchEngine(store, () => {
       throw new Error("handler failed (scripted)");
@@ -96,12 +93,12 @@ describe("cost per batch (REST, through the BatchEngine)", () => {
     bridge.reset();
     const failed = await failing.process(batch("fails", 10));
     expect(failed.map((r) => r.status)).toEqual(Array(10).fill("failed"));
-    expect({ requests: bridge.requests, commands: bridge.commands }).toEqual({ requests: 2, commands: 2 });
+    expect({ requests: bridge.requests, commands: bridge.commands, log: bridge.log }).toEqual({ requests: 2, commands: 11, log: [Array(10).fill("SET"), ["EVALSHA"]] });
     // The releases happened: the next delivery claims again instead of parking as in-flight.
     expect((await store.claimMany(["fails-0", "fails-9"])).map((c) => c.status)).toEqual(["claimed", "claimed"]);
   });
 
-  it("spends 1 request on a claim batch with fingerprints, 1 on a commit batch with them, 1 on inspect", async () => {
+  it("a first-delivery claim batch is one pipelined request of SETs; a commit without fingerprints one script; a re-claim of held ids one more; inspect one", async () => {
     const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
     await store.claimMany(["warm"], undefined, ["fp"]);
     await store.rememberMany(["warm"], ["fp"]);
@@ -117,27 +114,34 @@ describe("cost per batch (REST, through the BatchEngine)", () => {
       fingerprints.map((fingerprint) => fingerprint ?? null),
     );
     expect(await store.inspect("fp-1")).toMatchObject({ status: "done", fingerprint: "sha-fp-1" });
+    const sets = Array(10).fill("SET");
     expect({ requests: bridge.requests, commands: bridge.commands, log: bridge.log }).toEqual({
-      requests: 4,
-      commands: 4,
-      log: [["EVALSHA"], ["EVALSHA"], ["EVALSHA"], ["EVALSHA"]],
+      requests: 5,
+      commands: 23,
+      log: [sets, ["EVALSHA"], sets, ["EVALSHA"], ["EVALSHA"]],
     });
   });
 
   it("falls back to EVAL once after SCRIPT FLUSH mid-run, then uses EVALSHA again", async () => {
     const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
     let effects = 0;
-    const engine = new BatchEngine(store, () => {
-      effects += 1;
-    });
-    await engine.process(batch("before", 3));
+    // The script path: redeliveries (the claim script reads first) and no fingerprints (the commit script reads them).
+    const engine = new BatchEngine(
+      store,
+      () => {
+        effects += 1;
+      },
+      { fingerprint: false },
+    );
+    const redelivered = (label: string, n: number) => batch(label, n).map((delivery) => ({ ...delivery, redeliveries: 1 }));
+    await engine.process(redelivered("before", 3));
     await admin.script("FLUSH");
     bridge.reset();
-    const after = await engine.process(batch("after", 5));
+    const after = await engine.process(redelivered("after", 5));
     expect(after.map((r) => r.status)).toEqual(Array(5).fill("ran"));
     expect(bridge.log).toEqual([["EVALSHA"], ["EVAL"], ["EVALSHA"], ["EVAL"]]);
     bridge.reset();
-    const next = await engine.process(batch("next", 5));
+    const next = await engine.process(redelivered("next", 5));
     expect(next.map((r) => r.status)).toEqual(Array(5).fill("ran"));
     expect(bridge.log).toEqual([["EVALSHA"], ["EVALSHA"]]);
     expect(effects).toBe(13);
@@ -187,7 +191,7 @@ describe("billed commands per batch, as Upstash bills them (the EVALSHA + every 
   const deliveries = (prefix: string, n: number, redeliveries = 0) =>
     Array.from({ length: n }, (_, i) => ({ body: envelope(`${prefix}-${i}`), redeliveries, context: {} }));
 
-  it("new: 1 + N to claim, 1 + N to commit; committed redeliveries: 1 + 1; failures: 1 + N, then 1 + 2 to release", async () => {
+  it("new: N plain SETs to claim, N to commit; committed redeliveries: 1 + 1; failures: N, then 1 + 2 to release", async () => {
     const store = new UpstashRedisStore({
       client: new UpstashRedis({ url: ownBridge.url, token: TOKEN, enableTelemetry: false }),
       namespace: namespace(),
@@ -196,20 +200,20 @@ describe("billed commands per batch, as Upstash bills them (the EVALSHA + every 
     const engine = new BatchEngine(store, () => {
       if (fail) throw new Error("handler failed (scripted)");
     });
-    await engine.process(deliveries("warm", 1)); // loads the claim and commit scripts
+    await engine.process(deliveries("warm", 1, 1)); // loads the claim script (a redelivery reads first)
     fail = true;
     await engine.process(deliveries("warm-fail", 1)); // and the release script
     fail = false;
 
-    expect(await billed(() => engine.process(deliveries("new", 10)))).toEqual({ evalsha: 2, set: 20 });
+    expect(await billed(() => engine.process(deliveries("new", 10)))).toEqual({ set: 20 });
     expect(await billed(() => engine.process(deliveries("new", 10, 1)))).toEqual({ evalsha: 1, mget: 1 });
-    // A redelivery the engine did not flag (a body with attempts 0, first receive): SET NX, then one MGET.
+    // A redelivery the engine did not flag (a body with attempts 0, first receive): the SETs, held back, then the claim script's one MGET.
     expect(await billed(() => engine.process(deliveries("new", 10)))).toEqual({ evalsha: 1, set: 10, mget: 1 });
     fail = true;
-    expect(await billed(() => engine.process(deliveries("fails", 10)))).toEqual({ evalsha: 2, set: 10, mget: 1, del: 1 });
+    expect(await billed(() => engine.process(deliveries("fails", 10)))).toEqual({ evalsha: 1, set: 10, mget: 1, del: 1 });
     fail = false;
     // Released: the redeliveries find nothing and claim again, 1 MGET + 1 SET each; the commit as for new ones.
-    expect(await billed(() => engine.process(deliveries("fails", 10, 1)))).toEqual({ evalsha: 2, mget: 1, set: 20 });
+    expect(await billed(() => engine.process(deliveries("fails", 10, 1)))).toEqual({ evalsha: 1, mget: 1, set: 20 });
   });
 
   it("an in-flight answer adds one PTTL; a commit without a fingerprint reads the claim's with one MGET", async () => {
