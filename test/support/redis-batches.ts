@@ -59,14 +59,5 @@ export function statusCounts(results: readonly MessageResult[]): Record<string, 
   return counts;
 }
 
-/** A small deterministic PRNG (mulberry32), so a load test's schedule repeats run to run. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The deterministic PRNG the scripts and tests share (scripts/storm.ts), so a load test's schedule repeats run to run. */
+export { seededRandom } from "../../scripts/storm.js";
