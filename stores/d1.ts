@@ -29,6 +29,7 @@
  */
 import type { Claim, ClaimRef, FencedClaim, IdRecord, Recall, StoreWindows, TransactionalStore } from "../src/contract.js";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../src/errors.js";
+import { answerPerKey } from "../src/store-kit/copies.js";
 import { describeFailure, storeFailure } from "../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../src/store-kit/keys.js";
@@ -234,13 +235,7 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
       if (row?.status === "in-flight" && row.token === token) answers.set(key, { status: "claimed", token });
       else answers.set(key, row === undefined || row.status === null ? { status: "in-flight", retryAfterMs: 0 } : verdict(row));
     });
-    const answered = new Set<string>();
-    return keys.map((key) => {
-      const answer = answers.get(key) as Claim;
-      if (answered.has(key) && answer.status === "claimed") return { status: "in-flight", retryAfterMs: lease };
-      answered.add(key);
-      return answer;
-    });
+    return answerPerKey(keys, answers, lease);
   }
 
   async release(id: string, token: string): Promise<boolean> {

@@ -22,6 +22,7 @@
 export type { BatchClaim, ClaimFailure, ClaimHints, FencedClaim, IdRecord, Recall } from "../contract.js";
 export { type StoreKeyOptions, checkNamespace, keyPart, sha256Base64url, storeKey, utf8Length } from "./keys.js";
 export { checkMs, resolveWindows } from "./windows.js";
+export { answerPerKey } from "./copies.js";
 export { MAX_FINGERPRINT_LENGTH, checkFingerprint, checkFingerprints, withFingerprint } from "./fingerprints.js";
 export {
   type FailureOptions,

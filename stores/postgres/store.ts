@@ -36,6 +36,7 @@
  */
 import type { Claim, ClaimRef, FencedClaim, IdRecord, Recall, StoreWindows, TransactionalStore } from "../../src/contract.js";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
+import { answerPerKey } from "../../src/store-kit/copies.js";
 import { describeFailure, scrubbedError } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
@@ -376,13 +377,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
         else answers.set(key, { status: "in-flight", retryAfterMs: 0 });
       }
     }
-    const answered = new Set<string>();
-    return keys.map((key) => {
-      const answer = answers.get(key) as Claim;
-      if (answered.has(key) && answer.status === "claimed") return { status: "in-flight", retryAfterMs: lease };
-      answered.add(key);
-      return answer;
-    });
+    return answerPerKey(keys, answers, lease);
   }
 
   async #release(operation: string, claims: readonly ClaimRef[]): Promise<number> {

@@ -93,7 +93,7 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
   },
   "./store-kit": {
     public: [
-      "type BatchClaim", "checkFingerprint", "checkFingerprints", "checkMs", "checkNamespace", "checkOptions", "type ClaimFailure", "type ClaimHints",
+      "answerPerKey", "type BatchClaim", "checkFingerprint", "checkFingerprints", "checkMs", "checkNamespace", "checkOptions", "type ClaimFailure", "type ClaimHints",
       "describeFailure", "errorCode",
       "type FailureOptions", "type FailureWording", "type FencedClaim", "httpStatus", "type IdRecord", "keyPart", "MAX_FAILURE_DETAIL",
       "MAX_FINGERPRINT_LENGTH", "optionKeys", "type OptionKeys", "type Recall", "resolveWindows", "scrubbedError", "sha256Base64url",
