@@ -22,6 +22,7 @@ import { kafkaRecord, lambdaContext, mskEvent, selfManagedKafkaEvent, sqsRecord 
 import { otelTracing } from "../../entry/tracing.js";
 import { fakeOtel } from "../observability/fake-otel.js";
 import { conformanceSkipReason, fixtureText, nextManifest, sampleEnvelope } from "../support/conformance-data.js";
+import { throwingOnAccess } from "../support/store-views.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-kafka-${Date.now().toString(36)}`;
@@ -265,14 +266,7 @@ describe("kafkaHandler on DynamoDB Local", () => {
   });
 
   it("reports every record as failed when the engine itself fails (mock: a store whose batch method throws on access)", async () => {
-    const real = store();
-    const hostile = new Proxy(real, {
-      get(target, property, receiver) {
-        if (property === "claimMany") throw new Error("unexpected");
-        const value = Reflect.get(target, property, receiver) as unknown;
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
+    const hostile = throwingOnAccess(store(), "claimMany");
     let ran = 0;
     const handler = kafkaHandler({ store: hostile, logger: false, handle: () => void (ran += 1) });
     const records = [kafkaRecord(envelope(fresh("e1")), { partition: 0 }), kafkaRecord(envelope(fresh("e2")), { partition: 0 })];

@@ -16,6 +16,7 @@ import { DynamoDBStore, type DynamoDBStoreOptions, createIdempotencyTable, idemp
 import { freePort, localClientConfig, onEveryRequest } from "../../scripts/dynamodb-local.mjs";
 import { STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { conformanceSkipReason, fixtureText, manifest, nextManifest, sampleEnvelope } from "../support/conformance-data.js";
+import { throwingOnAccess } from "../support/store-views.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-lambda-${Date.now().toString(36)}`;
@@ -256,14 +257,7 @@ describe("sqsHandler on DynamoDB Local", () => {
   });
 
   it("reports every record as failed when the engine itself fails (mock: a store whose batch method throws on access)", async () => {
-    const real = store();
-    const hostile = new Proxy(real, {
-      get(target, property, receiver) {
-        if (property === "claimMany") throw new Error("unexpected");
-        const value = Reflect.get(target, property, receiver) as unknown;
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
+    const hostile = throwingOnAccess(store(), "claimMany");
     let ran = 0;
     const handler = sqsHandler({ store: hostile, handle: () => void (ran += 1) });
     const records = [sqsRecord(envelope("e1")), sqsRecord(envelope("e2"))];

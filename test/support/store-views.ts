@@ -41,3 +41,17 @@ export function seenSetView(inner: InMemoryStore, extra: Partial<Store> = {}): S
     ...extra,
   };
 }
+
+/**
+ * A store whose `property` throws on ACCESS (not on call): the engine itself fails while it looks
+ * at the store, which no real backend can make it do — what the runtime handlers must survive.
+ */
+export function throwingOnAccess<S extends object>(store: S, property: string): S {
+  return new Proxy(store, {
+    get(target, key, receiver) {
+      if (key === property) throw new Error("unexpected");
+      const value = Reflect.get(target, key, receiver) as unknown;
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
