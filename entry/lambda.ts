@@ -9,7 +9,7 @@
 import * as sqs from "../handlers/lambda-sqs.js";
 
 export { type SqsHandler, type SqsHandlerOptions, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
-export type { ParkOptions, SqsClientLike } from "../handlers/sqs-parks.js";
+export { type ParkOptions, type ParkOutcome, type SqsClientLike, type SqsParks, sqsParks } from "../handlers/sqs-parks.js";
 export {
   type KafkaBatchItemFailure,
   type KafkaBatchResponse,

@@ -35,8 +35,9 @@ import type { Envelope } from "../src/envelope.js";
 import { SCHEMA_VERSION_PROPERTY, schemaVersionRejection } from "../src/schema-gate.js";
 import { queueNameFromArn } from "../src/observability/index.js";
 import { jsonLogger } from "../src/observability/log.js";
+import { InvalidOptionError } from "../src/errors.js";
 import { type LambdaHandlerOptions, lambdaBatchRunner } from "./lambda-shared.js";
-import { type ParkOptions, applyParks, checkParkOptions, parkChanges } from "./sqs-parks.js";
+import type { SqsParks } from "./sqs-parks.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
 export interface SqsRuntimeContext {
@@ -58,10 +59,11 @@ export interface SqsHandlerOptions<Message = Envelope> extends LambdaHandlerOpti
    * its visibility set to the lease's remaining time (+ `marginSeconds`) with
    * `ChangeMessageVisibilityBatch`, so it is received once more, right after the lease — instead of
    * after every visibility timeout, each receive raising `ApproximateReceiveCount` toward the DLQ.
-   * Give an SQS client (`new SQSClient({})` from `@aws-sdk/client-sqs`; the role needs
-   * `sqs:ChangeMessageVisibility`). Default: off (the queue's visibility timeout applies).
+   * Give `sqsParks({ client: new SQSClient({}) })` (the role needs `sqs:ChangeMessageVisibility`);
+   * an extension, so an application without parks does not bundle them. Default: off (the queue's
+   * visibility timeout applies).
    */
-  parks?: ParkOptions | false;
+  parks?: SqsParks | false;
 }
 
 /**
@@ -142,7 +144,10 @@ function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
 export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Message>): SqsHandler {
   const { parks: parkOption, ...handlerOptions } = options ?? ({} as SqsHandlerOptions<Message>);
   const run = lambdaBatchRunner<Message, SqsRuntimeContext>("sqsHandler", handlerOptions as SqsHandlerOptions<Message>, "aws_sqs");
-  const parks = checkParkOptions(parkOption);
+  const parks = parkOption === undefined || parkOption === false ? undefined : parkOption;
+  if (parks !== undefined && typeof parks?.park !== "function") {
+    throw new InvalidOptionError("parks", 'must be sqsParks({ client }) from "babelqueue-serverless/lambda"');
+  }
   const logger = options?.logger === false ? undefined : (options?.logger ?? jsonLogger());
 
   return async (event, lambdaContext) => {
@@ -168,7 +173,8 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
       const queue = queueNameFromArn(records[0]?.eventSourceARN);
       const results: MessageResult[] = await run({ deliveries, lambdaContext, queue });
       if (parks !== undefined) {
-        const outcome = await applyParks(parks.client, parkChanges(records, results, parks.marginSeconds));
+        // Parks only delay a redelivery: whatever they do (or throw), the batch's answer stands.
+        const outcome = await parks.park(records, results).catch((error: unknown) => ({ changed: 0, failed: records.length, error }));
         if (outcome.failed > 0) {
           const name = outcome.error instanceof Error ? outcome.error.name : typeof outcome.error;
           try {

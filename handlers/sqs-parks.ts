@@ -1,5 +1,6 @@
 /**
- * Parks come back when the lease ends (`sqsHandler`'s `parks` option).
+ * Parks come back when the lease ends: `sqsParks({ client })`, the extension `sqsHandler`'s `parks`
+ * option takes (an extension, so an application without it does not bundle it).
  *
  * A parked SQS delivery — another delivery holds the id's lease, so this one is neither run nor
  * acknowledged — goes back in `batchItemFailures` and, by default, returns after the queue's
@@ -56,9 +57,36 @@ export interface VisibilityChange {
   readonly seconds: number;
 }
 
-/** Checks the `parks` option; returns it with its defaults, or undefined when it is off. */
-export function checkParkOptions(parks: ParkOptions | false | undefined): Required<ParkOptions> | undefined {
-  if (parks === undefined || parks === false) return undefined;
+/** What `sqsHandler` calls after each batch when `parks` is set: build it with `sqsParks`. */
+export interface SqsParks {
+  /** Changes the visibility of the batch's parked records. Never throws. */
+  park(records: readonly SQSRecord[], results: readonly (MessageResult | undefined)[]): Promise<ParkOutcome>;
+}
+
+/**
+ * The parks extension for `sqsHandler`: each parked record (another delivery holds its id) comes
+ * back right after the lease ends instead of after the queue's visibility timeout.
+ *
+ * @example
+ * ```ts
+ * import { SQSClient } from "@aws-sdk/client-sqs";
+ * import { sqsHandler, sqsParks } from "babelqueue-serverless/lambda";
+ *
+ * export const handler = sqsHandler({
+ *   store,
+ *   handle,
+ *   parks: sqsParks({ client: new SQSClient({}) }), // needs sqs:ChangeMessageVisibility on the queue
+ * });
+ * ```
+ */
+export function sqsParks(options: ParkOptions): SqsParks {
+  const { client, marginSeconds } = checkParkOptions(options);
+  return { park: (records, results) => applyParks(client, parkChanges(records, results, marginSeconds)) };
+}
+
+/** Checks the options of `sqsParks`; returns them with their defaults. */
+export function checkParkOptions(parks: ParkOptions): Required<ParkOptions> {
+  if (typeof parks !== "object" || parks === null) throw new InvalidOptionError("parks", "must be an object with an SQS client: sqsParks({ client })");
   checkOptions(parks, PARK_OPTION_KEYS, "parks");
   if (typeof parks.client?.send !== "function") throw new InvalidOptionError("parks.client", "must be an SQS client (new SQSClient() from @aws-sdk/client-sqs)");
   const marginSeconds = parks.marginSeconds ?? 1;

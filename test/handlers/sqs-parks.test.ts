@@ -10,7 +10,7 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSEvent } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InMemoryStore, InvalidOptionError } from "../../entry/index.js";
-import { sqsHandler } from "../../entry/lambda.js";
+import { sqsHandler, sqsParks } from "../../entry/lambda.js";
 import { parkChanges, queueUrlOf } from "../../handlers/sqs-parks.js";
 import { FIFO_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { caught } from "../support/caught.js";
@@ -42,7 +42,7 @@ describe("parks come back when the lease ends", () => {
     const store = new InMemoryStore();
     const held = await store.claim("held", 30_000);
     expect(held.status).toBe("claimed");
-    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: { client } });
+    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: sqsParks({ client }) });
     const before = server.requests.length;
     const batch = event(["held", "free"]);
     const response = await handler(batch, lambdaContext());
@@ -61,7 +61,7 @@ describe("parks come back when the lease ends", () => {
     const store = new InMemoryStore();
     const ids = Array.from({ length: 12 }, (_, i) => `p-${i}`);
     for (const id of ids) await store.claim(id, 5_000);
-    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: { client, marginSeconds: 0 } });
+    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: sqsParks({ client, marginSeconds: 0 }) });
     const before = server.requests.length;
     const response = await handler(event(ids), lambdaContext());
     expect(response.batchItemFailures).toHaveLength(12);
@@ -81,7 +81,7 @@ describe("parks come back when the lease ends", () => {
         if (ctx.key === "boom") throw new Error("handler failed");
       },
       logger: false,
-      parks: { client },
+      parks: sqsParks({ client }),
     });
     const before = server.requests.length;
     const response = await handler({ Records: [sqsRecord(envelopeBody("ok")), sqsRecord(envelopeBody("boom")), sqsRecord("not json")] }, lambdaContext());
@@ -97,7 +97,7 @@ describe("parks come back when the lease ends", () => {
     server.refuse.add(record.receiptHandle);
     const warnings: unknown[][] = [];
     const logger = { info: () => undefined, warn: (...args: unknown[]) => void warnings.push(args), error: () => undefined };
-    const handler = sqsHandler({ store, handle: () => undefined, logger, parks: { client } });
+    const handler = sqsHandler({ store, handle: () => undefined, logger, parks: sqsParks({ client }) });
     const response = await handler(batch, lambdaContext());
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
     const parkWarnings = warnings.filter(([message]) => String(message).startsWith("parks:"));
@@ -110,21 +110,40 @@ describe("parks come back when the lease ends", () => {
     const down = new SQSClient({ endpoint: "http://127.0.0.1:9", region: "us-east-1", credentials: { accessKeyId: "t", secretAccessKey: "t" }, useQueueUrlAsEndpoint: false, maxAttempts: 1 });
     const store = new InMemoryStore();
     await store.claim("down", 10_000);
-    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: { client: down } });
+    const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: sqsParks({ client: down }) });
     const batch = event(["down", "up"]);
     const response = await handler(batch, lambdaContext());
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: (batch.Records[0] as SQSEvent["Records"][number]).messageId }]);
     down.destroy();
   });
 
-  it("the option is checked when the handler is built", () => {
+  it("the options are checked when the extension and the handler are built", () => {
     const store = new InMemoryStore();
     const handle = () => undefined;
-    expect((caught(() => sqsHandler({ store, handle, parks: {} as never })) as InvalidOptionError).option).toBe("parks.client");
-    expect((caught(() => sqsHandler({ store, handle, parks: { client, marginSeconds: -1 } })) as InvalidOptionError).option).toBe("parks.marginSeconds");
-    expect((caught(() => sqsHandler({ store, handle, parks: { client, margin: 1 } as never })) as InvalidOptionError).option).toBe("margin");
+    expect((caught(() => sqsParks({} as never)) as InvalidOptionError).option).toBe("parks.client");
+    expect((caught(() => sqsParks(undefined as never)) as InvalidOptionError).option).toBe("parks");
+    expect((caught(() => sqsParks({ client, marginSeconds: -1 })) as InvalidOptionError).option).toBe("parks.marginSeconds");
+    expect((caught(() => sqsParks({ client, margin: 1 } as never)) as InvalidOptionError).option).toBe("margin");
+    expect(caught(() => sqsParks({ client, marginSeconds: 61 }))).toBeInstanceOf(InvalidOptionError);
+    expect(sqsParks({ client, marginSeconds: 60 }).park).toBeTypeOf("function");
+    // The handler takes the extension, not its options (the shape of the first release of parks).
+    const legacy = caught(() => sqsHandler({ store, handle, parks: { client } as never })) as InvalidOptionError;
+    expect(legacy).toBeInstanceOf(InvalidOptionError);
+    expect([legacy.option, legacy.message]).toEqual(["parks", expect.stringContaining("sqsParks({ client })")]);
     expect(() => sqsHandler({ store, handle, parks: false })).not.toThrow();
-    expect(caught(() => sqsHandler({ store, handle, parks: { client, marginSeconds: 61 } }))).toBeInstanceOf(InvalidOptionError);
+  });
+
+  it("an extension that throws changes nothing of the batch's answer (logged, by name only)", async () => {
+    const store = new InMemoryStore();
+    const lines: unknown[][] = [];
+    const logger = { info: () => undefined, warn: (...args: unknown[]) => lines.push(args), error: () => undefined };
+    const throwing = { park: () => Promise.reject(new TypeError("receipt-handle-secret")) };
+    const handler = sqsHandler({ store, handle: () => undefined, logger, parks: throwing });
+    const response = await handler(event(["a", "b"]), lambdaContext());
+    expect(response.batchItemFailures).toEqual([]);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]?.[1]).toMatchObject({ failed: 2, changed: 0, error: { name: "TypeError" } });
+    expect(JSON.stringify(lines)).not.toContain("receipt-handle-secret");
   });
 });
 

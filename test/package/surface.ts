@@ -34,8 +34,8 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
   "./lambda": {
     public: [
       "kafkaHandler", "type KafkaBatchItemFailure", "type KafkaBatchResponse", "type KafkaEvent", "type KafkaHandler", "type KafkaHandlerOptions",
-      "type KafkaRecord", "type KafkaRuntimeContext", "type ParkOptions", "type SqsClientLike", "sqsHandler", "type SqsHandler",
-      "type SqsHandlerOptions", "type SqsRuntimeContext",
+      "type KafkaRecord", "type KafkaRuntimeContext", "type ParkOptions", "type ParkOutcome", "type SqsClientLike", "sqsHandler", "type SqsHandler",
+      "type SqsHandlerOptions", "type SqsParks", "sqsParks", "type SqsRuntimeContext",
     ],
     deprecated: ["fifoGroupOf", "headersOf", "redeliveriesOf"],
   },

@@ -22,7 +22,7 @@ import { Redis } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { DynamoDBStore, createIdempotencyTable } from "../../entry/dynamodb.js";
 import type { Store } from "../../entry/index.js";
-import { sqsHandler } from "../../entry/lambda.js";
+import { sqsHandler, sqsParks } from "../../entry/lambda.js";
 import { RedisStore, ioredisScriptClient } from "../../entry/redis.js";
 import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
@@ -135,7 +135,7 @@ async function run(scenario: Scenario, parks: boolean): Promise<ParkFigures> {
     handle: async () => {
       effects += 1;
     },
-    ...(parks ? { parks: { client, marginSeconds: 0 } } : {}),
+    ...(parks ? { parks: sqsParks({ client, marginSeconds: 0 }) } : {}),
   });
   const started = Date.now();
   const invocations: Promise<void>[] = [];
