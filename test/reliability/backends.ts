@@ -23,6 +23,18 @@ import { PostgresStore, createIdempotencyTable as createPostgresTable } from "..
 import { RedisStore, ioredisScriptClient } from "../../entry/redis.js";
 import { UpstashRedisStore } from "../../entry/upstash.js";
 
+/** The stores' names in the reports, in the order of the tables. */
+export const STORE = {
+  memory: "InMemoryStore",
+  dynamodb: "DynamoDBStore (DynamoDB Local)",
+  dynamodbTx: "TransactionalDynamoDBStore (DynamoDB Local, transactional)",
+  postgres: "PostgresStore (PostgreSQL)",
+  postgresTx: "PostgresStore (PostgreSQL, transactional)",
+  redis: "RedisStore (ioredis → redis-server)",
+  redisCluster: "RedisStore (Redis Cluster, 16 buckets)",
+  upstash: "UpstashRedisStore (REST → redis-server)",
+} as const;
+
 /** A store whose network to the backend can be cut for real (see scripts/tcp-proxy.ts). */
 export interface Partitioned {
   store: ClaimingStore;
@@ -51,7 +63,7 @@ export interface TransactionalBackend {
 }
 
 export function memoryBackend(): Backend {
-  return { name: "InMemoryStore", make: async (namespace) => new InMemoryStore({ namespace }) };
+  return { name: STORE.memory, make: async (namespace) => new InMemoryStore({ namespace }) };
 }
 
 /** One DynamoDB Local table of the idempotency shape and a client for it; `ready()` creates it on first use. */
@@ -66,7 +78,7 @@ export function dynamodbLocalTable(prefix: string) {
 export function dynamodbBackend(): Backend {
   const { endpoint, client, table, ready } = dynamodbLocalTable("reliability");
   return {
-    name: "DynamoDBStore (DynamoDB Local)",
+    name: STORE.dynamodb,
     make: async (namespace) => {
       await ready();
       return new DynamoDBStore({ table, client, namespace });
@@ -93,7 +105,7 @@ export function upstashBackend(): Backend {
   const url = inject("upstashUrl");
   const token = inject("upstashToken");
   return {
-    name: "UpstashRedisStore (REST → redis-server)",
+    name: STORE.upstash,
     make: async (namespace) => new UpstashRedisStore({ url, token, namespace }),
     partitioned: async (namespace) => {
       const proxy = await startTcpProxy({ targetPort: Number(new URL(url).port) });
@@ -123,7 +135,7 @@ export function postgresBackend(): Backend {
   let created: Promise<void> | undefined;
   const ready = () => (created ??= createPostgresTable(pool));
   return {
-    name: "PostgresStore (PostgreSQL)",
+    name: STORE.postgres,
     make: async (namespace) => {
       await ready();
       return new PostgresStore({ pool, namespace });
@@ -160,7 +172,7 @@ export function redisBackend(): Backend {
   const client = listenedRedis(port);
   const partitions: Redis[] = [];
   return {
-    name: "RedisStore (ioredis → redis-server)",
+    name: STORE.redis,
     make: async (namespace) => new RedisStore({ client: ioredisScriptClient(client), namespace }),
     partitioned: async (namespace) => {
       const proxy = await startTcpProxy({ targetPort: port });
@@ -187,7 +199,7 @@ export function redisClusterBackend(): Backend {
   const cluster = new Cluster(inject("redisClusterPorts").map((port) => ({ host: "127.0.0.1", port })));
   cluster.on("error", () => {});
   return {
-    name: "RedisStore (Redis Cluster, 16 buckets)",
+    name: STORE.redisCluster,
     make: async (namespace) => new RedisStore({ client: ioredisScriptClient(cluster), namespace, buckets: 16 }),
     close: async () => void cluster.disconnect(),
   };
@@ -204,7 +216,7 @@ export function postgresTransactionalBackend(): TransactionalBackend {
       await pool.query("CREATE INDEX IF NOT EXISTS reliability_effects_run ON reliability_effects (run)");
     })());
   return {
-    name: "PostgresStore (PostgreSQL, transactional)",
+    name: STORE.postgresTx,
     make: async (namespace) => {
       await ready();
       return new PostgresStore<pg.PoolClient>({ pool, namespace }) as TransactionalStore<unknown>;
@@ -234,7 +246,7 @@ export function dynamodbTransactionalBackend(): TransactionalBackend {
   const store = dynamodbLocalTable("reliability-tx");
   const effects = dynamodbLocalTable("reliability-tx-effects");
   return {
-    name: "TransactionalDynamoDBStore (DynamoDB Local, transactional)",
+    name: STORE.dynamodbTx,
     make: async (namespace) => {
       await Promise.all([store.ready(), effects.ready()]);
       return new TransactionalDynamoDBStore({ table: store.table, client: store.client, namespace }) as TransactionalStore<unknown>;

@@ -22,7 +22,9 @@
  *   deterministic — then the replica is promoted (`REPLICAOF NO ONE`) and the clients' endpoint
  *   moves to it (test/support/tcp-forwarder.ts). Without `waitReplicas` the acknowledged commits the
  *   promoted replica lacks are counted (their repeats are that fault's, and named so); with
- *   `waitReplicas: 1` none may be lost.
+ *   `waitReplicas: 1` none may be lost. Claims are not waited for (a claim is not a commit): one
+ *   made on the primary alone can be lost, and the id claimed again while its first owner runs it —
+ *   the repeats of ids in flight from the cut to the move are counted under their own label.
  *
  * Each returns the run's report and the figures of the fault itself; the test asserts the verdicts.
  * What this is *not*: a chaos tool for anything but these local test backends.
@@ -371,7 +373,13 @@ export interface FailoverRun {
   lostCommits: number;
   /** Deliveries answered `commit-failed` (the commit not confirmed: acked, the effect done once). */
   commitFailed: number;
+  /** Ids of batches that ran while the primary was cut off or being failed over: their claims may be lost with it. */
+  inWindow: number;
 }
+
+/** The labels of a failover's repeats in the report. */
+export const LOST_COMMIT = "commit acknowledged, lost in the failover";
+const LOST_CLAIM = "claim lost in the failover";
 
 export async function redisFailover(run: FaultRunOptions & { store: string; waitReplicas: number }): Promise<FailoverRun> {
   const nodes: RedisNode[] = [];
@@ -396,6 +404,11 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
     let commitFailed = 0;
     let acknowledgedBefore = 0;
     let lost = new Set<string>();
+    // From the cut to the endpoint's move: a claim made on the primary then may be missing on the
+    // promoted replica, so another delivery claims the id while its first owner still runs it.
+    let cutAt = Number.POSITIVE_INFINITY;
+    let movedAt = Number.POSITIVE_INFINITY;
+    const inWindow = new Set<string>();
     const report = await simulate({
       faultMix: redisFailoverFault(run.waitReplicas),
       store: run.store,
@@ -404,14 +417,16 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
       messages: run.messages,
       ...TIMING,
       handlerMs: [5, 30],
-      onResult: (id, result) => {
+      onResult: (id, result, _batch, startedAt) => {
         acks.onResult(id, result);
         if (result.status === "commit-failed") commitFailed += 1;
+        if (startedAt <= movedAt && Date.now() >= cutAt) inWindow.add(id);
       },
       outage: {
         atFraction: 0.2,
         durationMs: 500,
         prelude: async () => {
+          cutAt = Date.now();
           link.cut();
           await waitUntil("the primary to lose its replica", async () => (await replicationInfo(primary.port)).includes("connected_slaves:0"));
           await sleep(CUT_MS);
@@ -437,11 +452,15 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
             promoted.disconnect();
           }
           front.moveTo(replica.port);
+          movedAt = Date.now();
         },
       },
-      explainedRepeats: { label: "commit lost in the failover", ids: () => lost },
+      explainedRepeats: [
+        { label: LOST_COMMIT, ids: () => lost },
+        { label: LOST_CLAIM, ids: () => inWindow },
+      ],
     });
-    return { report, acknowledgedBefore, lostCommits: lost.size, commitFailed };
+    return { report, acknowledgedBefore, lostCommits: lost.size, commitFailed, inWindow: inWindow.size };
   } finally {
     client.disconnect();
     await front.close();
@@ -453,7 +472,8 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
 export function failoverFigures(run: FailoverRun): string {
   return (
     `${run.acknowledgedBefore} commits acknowledged before the failover, ${run.lostCommits} of them lost on the promoted replica ` +
-    `(their repeats: ${run.report.duplicates.byFault ?? 0}); ${run.commitFailed} deliveries answered commit-failed`
+    `(their repeats: ${run.report.duplicates.byFault?.[LOST_COMMIT] ?? 0}); ${run.commitFailed} deliveries answered commit-failed; ` +
+    `repeats of ids whose claim the failover lost: ${run.report.duplicates.byFault?.[LOST_CLAIM] ?? 0} (of ${run.inWindow} ids in flight from the cut to the move)`
   );
 }
 

@@ -24,9 +24,9 @@
  * Verdict per run: no id is lost (every id's effect ran), and an id's effect runs more than
  * once ONLY in the window no store can close — a crash after the effect and before the commit,
  * or a commit that failed after the effect — and those are counted, never hidden. A fault that
- * loses commits the store acknowledged (an asynchronous replica promoted) names those ids
- * (`explainedRepeats`): their repeats are counted under the fault's own label, never as explained
- * by anything else.
+ * loses what the store acknowledged (an asynchronous replica promoted without the primary's last
+ * claims and commits) names those ids (`explainedRepeats`): their repeats are counted under the
+ * fault's own labels, never hidden among the others.
  */
 import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
@@ -72,13 +72,17 @@ export interface SimulationOptions {
     begin?: () => void | Promise<void>;
     end?: () => void | Promise<void>;
   };
-  /** Called with every answered delivery's id, result and batch (a sequence number); not for batches whose invocation died. */
-  onResult?: (id: string, result: MessageResult, batch: number) => void;
+  /**
+   * Called with every answered delivery's id, result, batch (a sequence number) and the time its
+   * batch started; not for batches whose invocation died.
+   */
+  onResult?: (id: string, result: MessageResult, batch: number, startedAt: number) => void;
   /**
    * Ids whose repeats a fault of the run explains (e.g. commits acknowledged by a primary and lost
-   * when its replica was promoted), read once the run is over; counted as `duplicates.byFault`.
+   * when its replica was promoted), each set under its label, read once the run is over; an id's
+   * repeats go to the first set that has it, counted in `duplicates.byFault`.
    */
-  explainedRepeats?: { label: string; ids(): ReadonlySet<string> | Promise<ReadonlySet<string>> };
+  explainedRepeats?: readonly { label: string; ids(): ReadonlySet<string> | Promise<ReadonlySet<string>> }[];
   /** Give up (and report lost ids) after this long. */
   deadlineMs?: number;
   /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start. */
@@ -135,10 +139,8 @@ export interface SimulationReport {
   deliveries: number;
   effects: number;
   lost: number;
-  /** Extra effects beyond one per id, by cause (`byFault`: ids the run's `explainedRepeats` named). */
-  duplicates: { crashWindow: number; commitFailed: number; byFault?: number; unexplained: number };
-  /** The label of `duplicates.byFault`. */
-  byFaultLabel?: string;
+  /** Extra effects beyond one per id, by cause (`byFault`: per label, ids the run's `explainedRepeats` named). */
+  duplicates: { crashWindow: number; commitFailed: number; byFault?: Record<string, number>; unexplained: number };
   crashes: number;
   /**
    * Deliveries acknowledged as `ran` or `duplicate` by a batch that began and ended while the store
@@ -370,7 +372,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       if (hung) window.returnedByHang += results.filter((r) => !r.ack && r.error instanceof DeadlineExceededError).length;
       results.forEach((result, i) => {
         const delivery = batch[i] as QueuedDelivery;
-        options.onResult?.(delivery.id, result, batchNumber);
+        options.onResult?.(delivery.id, result, batchNumber, startedAt);
         if (recoveryMs === undefined && outageEndedAt !== undefined && startedAt >= outageEndedAt && result.status === "ran") recoveryMs = Date.now() - outageEndedAt;
         if (result.status === "commit-failed") commitFailed.add(delivery.id);
         if (result.status === "failed" && result.error instanceof StoreUnavailableError) storeUnavailable += 1;
@@ -395,8 +397,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   }
   let lost = 0;
   let total = 0;
-  const byFault = options.explainedRepeats === undefined ? undefined : await options.explainedRepeats.ids();
-  const duplicates: SimulationReport["duplicates"] = { crashWindow: 0, commitFailed: 0, ...(byFault === undefined ? {} : { byFault: 0 }), unexplained: 0 };
+  const explained = await Promise.all((options.explainedRepeats ?? []).map(async ({ label, ids: named }) => ({ label, ids: await named() })));
+  const byFault: Record<string, number> = Object.fromEntries(explained.map(({ label }) => [label, 0]));
+  const duplicates: SimulationReport["duplicates"] = { crashWindow: 0, commitFailed: 0, ...(explained.length === 0 ? {} : { byFault }), unexplained: 0 };
   for (const id of ids) {
     const count = effects.get(id) ?? 0;
     total += count;
@@ -408,8 +411,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       duplicates.crashWindow += count - 1;
       window.killRepeats += count - 1;
     } else if (commitFailed.has(id)) duplicates.commitFailed += count - 1;
-    else if (byFault?.has(id) === true) duplicates.byFault = (duplicates.byFault ?? 0) + count - 1;
-    else duplicates.unexplained += count - 1;
+    else {
+      const fault = explained.find((set) => set.ids.has(id));
+      if (fault === undefined) duplicates.unexplained += count - 1;
+      else byFault[fault.label] = (byFault[fault.label] ?? 0) + count - 1;
+    }
   }
   return {
     store: options.store,
@@ -419,7 +425,6 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     effects: total,
     lost,
     duplicates,
-    ...(options.explainedRepeats === undefined ? {} : { byFaultLabel: options.explainedRepeats.label }),
     crashes,
     ackedDuringOutage,
     window,
@@ -478,14 +483,15 @@ export function formatSimulationTable(reports: readonly SimulationReport[]): str
   const header = "| store | fault mix | messages | deliveries | effects | lost | duplicates (why) | crashes | store faults | acked while down | s |";
   const rule = "|:--|:--|--:|--:|--:|--:|:--|--:|:--|--:|--:|";
   const rows = reports.map((r) => {
-    const dupes = r.duplicates.crashWindow + r.duplicates.commitFailed + (r.duplicates.byFault ?? 0) + r.duplicates.unexplained;
+    const byFault = Object.entries(r.duplicates.byFault ?? {});
+    const dupes = r.duplicates.crashWindow + r.duplicates.commitFailed + byFault.reduce((sum, [, n]) => sum + n, 0) + r.duplicates.unexplained;
     const why =
       dupes === 0
         ? "0"
         : `${dupes} (${[
             r.duplicates.crashWindow ? `${r.duplicates.crashWindow} crash after effect, before commit` : "",
             r.duplicates.commitFailed ? `${r.duplicates.commitFailed} commit failed` : "",
-            r.duplicates.byFault ? `${r.duplicates.byFault} ${r.byFaultLabel ?? "the fault"}` : "",
+            ...byFault.map(([label, n]) => (n ? `${n} ${label}` : "")),
             r.duplicates.unexplained ? `${r.duplicates.unexplained} UNEXPLAINED` : "",
           ]
             .filter(Boolean)
