@@ -3,7 +3,7 @@
  * test run's global setups started it: DynamoDB Local, PostgreSQL, redis-server (over TCP, and
  * behind the Upstash REST bridge), the Redis Cluster. Each call gives a fresh namespace, so runs
  * never see each other's ids. The network backends can also be reached through a partition proxy,
- * for a real outage (the Cluster cannot: its client follows every node's own address).
+ * for a real outage (the Cluster through one proxy per node, mapped with the client's natMap).
  *
  * Transactional mode has its own list (`TransactionalBackend`): the store, the handler's write
  * through `ctx.tx`, and the effects counted from the database.
@@ -17,7 +17,7 @@ import type { ClaimingStore, TransactionalStore } from "../../src/contract.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { txOf } from "../../src/transaction.js";
 import { localClientConfig } from "../../scripts/dynamodb-local.mjs";
-import { startTcpProxy } from "../../scripts/tcp-proxy.js";
+import { type TcpProxy, startTcpProxy } from "../../scripts/tcp-proxy.js";
 import { type DynamoDBTransaction, DynamoDBStore, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
 import { PostgresStore, createIdempotencyTable as createPostgresTable } from "../../entry/postgres.js";
 import { RedisStore, ioredisScriptClient } from "../../entry/redis.js";
@@ -196,11 +196,32 @@ export function redisBackend(): Backend {
 }
 
 export function redisClusterBackend(): Backend {
-  const cluster = new Cluster(inject("redisClusterPorts").map((port) => ({ host: "127.0.0.1", port })));
+  const ports = inject("redisClusterPorts");
+  const cluster = new Cluster(ports.map((port) => ({ host: "127.0.0.1", port })));
   cluster.on("error", () => {});
   return {
     name: STORE.redisCluster,
     make: async (namespace) => new RedisStore({ client: ioredisScriptClient(cluster), namespace, buckets: 16 }),
+    // One proxy per node, and the client's natMap sends every node's own address through its proxy: cutting them all is the partition.
+    partitioned: async (namespace) => {
+      const proxies = await Promise.all(ports.map((port) => startTcpProxy({ targetPort: port })));
+      const natMap = Object.fromEntries(ports.map((port, i) => [`127.0.0.1:${port}`, { host: "127.0.0.1", port: (proxies[i] as TcpProxy).port }]));
+      const cutCluster = new Cluster([{ host: "127.0.0.1", port: (proxies[0] as TcpProxy).port }], { natMap, clusterRetryStrategy: () => 100 });
+      cutCluster.on("error", () => {});
+      return {
+        store: new RedisStore({ client: ioredisScriptClient(cutCluster), namespace, buckets: 16, timeoutMs: 1_000 }),
+        cut: () => {
+          for (const proxy of proxies) proxy.cut();
+        },
+        heal: () => {
+          for (const proxy of proxies) proxy.heal();
+        },
+        close: async () => {
+          cutCluster.disconnect();
+          await Promise.all(proxies.map((proxy) => proxy.close()));
+        },
+      };
+    },
     close: async () => void cluster.disconnect(),
   };
 }

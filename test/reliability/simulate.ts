@@ -73,6 +73,12 @@ export interface SimulationOptions {
     end?: () => void | Promise<void>;
   };
   /**
+   * A fault of part of the backend (e.g. one master of a cluster killed and failed over), run once
+   * this fraction of ids has taken effect. Not counted as the store being down: the test judges what
+   * was acknowledged meanwhile (`onResult` has each batch's start). Its error fails the run.
+   */
+  midRun?: { atFraction: number; fault: () => Promise<void> };
+  /**
    * Called with every answered delivery's id, result, batch (a sequence number) and the time its
    * batch started; not for batches whose invocation died.
    */
@@ -255,10 +261,24 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     outageEndedAt = Date.now();
   };
 
+  let midRunDone = options.midRun === undefined;
+  /** The mid-run fault, settled to its error (or undefined), so that it never rejects unheard. */
+  let midRunFault: Promise<unknown> | undefined;
+  const maybeMidRun = () => {
+    const midRun = options.midRun;
+    if (midRunDone || midRun === undefined || progressed.size < midRun.atFraction * ids.length) return;
+    midRunDone = true;
+    midRunFault = midRun.fault().then(
+      () => undefined,
+      (error: unknown) => error ?? new Error("the mid-run fault failed"),
+    );
+  };
+
   const consumer = async (index: number) => {
     const ownBackend = options.backends === undefined || options.backends.length === 0 ? options.backend : (options.backends[index % options.backends.length] as Store);
     while (Date.now() < deadline) {
       void maybeOutage();
+      maybeMidRun();
       const batch = take();
       if (batch.length === 0) {
         if (queue.length === 0) return;
@@ -387,6 +407,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
 
   const started = Date.now();
   await Promise.all(Array.from({ length: consumers }, (_, index) => consumer(index)));
+  // A fault that outlived the queue still ends inside the run; its error fails the run.
+  const midRunError = await midRunFault;
+  if (midRunError !== undefined) throw midRunError;
 
   if (options.transactional) {
     // The truth is in the database: the rows the handlers' committed transactions wrote.
