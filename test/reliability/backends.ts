@@ -170,14 +170,12 @@ function listenedRedis(port: number): Redis {
 export function redisBackend(): Backend {
   const port = inject("redisPort");
   const client = listenedRedis(port);
-  const partitions: Redis[] = [];
   return {
     name: STORE.redis,
     make: async (namespace) => new RedisStore({ client: ioredisScriptClient(client), namespace }),
     partitioned: async (namespace) => {
       const proxy = await startTcpProxy({ targetPort: port });
       const cutClient = listenedRedis(proxy.port);
-      partitions.push(cutClient);
       return {
         store: new RedisStore({ client: ioredisScriptClient(cutClient), namespace, timeoutMs: 1_000 }),
         cut: proxy.cut,
@@ -188,10 +186,7 @@ export function redisBackend(): Backend {
         },
       };
     },
-    close: async () => {
-      client.disconnect();
-      for (const other of partitions) other.disconnect();
-    },
+    close: async () => void client.disconnect(),
   };
 }
 

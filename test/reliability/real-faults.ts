@@ -292,6 +292,8 @@ export async function postgresRestart(run: FaultRunOptions & { store: string; mo
         atFraction: 0.3,
         durationMs: 1_000,
         begin: async () => {
+          // Some connections idle in the pool when the server goes, as between a function's invocations: their termination is an `error` event on the pool.
+          await Promise.all(Array.from({ length: 5 }, () => pool.query("SELECT pg_sleep(0.02)")));
           awayFrom = Date.now();
           await server.halt(run.mode);
         },
