@@ -17,8 +17,8 @@
  * - a redis-server restart mid-run: a node of the run's own (AOF, `appendfsync always`, as a
  *   managed Redis with persistence) killed with SIGKILL and started again on its port.
  * - a Redis failover: a primary and a replica of the run's own; the replica's link is cut (a real
- *   partition, scripts/tcp-proxy.ts) 150 ms before the primary is killed, so every commit of those
- *   150 ms reaches the primary alone — the worst case of asynchronous replication, made
+ *   partition, scripts/tcp-proxy.ts) until at least 10 commits were answered (150 ms at least), then
+ *   the primary is killed: every commit of the cut reaches the primary alone — the worst case of asynchronous replication, made
  *   deterministic — then the replica is promoted (`REPLICAOF NO ONE`) and the clients' endpoint
  *   moves to it (test/support/tcp-forwarder.ts). Without `waitReplicas` the acknowledged commits the
  *   promoted replica lacks are counted (their repeats are that fault's, and named so); with
@@ -369,11 +369,16 @@ export async function redisRestart(run: FaultRunOptions & { store: string }): Pr
 // ---------------------------------------------------------------------------------------------
 // Redis failover: primary killed, its replica promoted
 
-/** How long the replica's link is cut before the primary is killed: the commits of that time reach the primary alone. */
-const CUT_MS = 150;
+/**
+ * The replica's link stays cut until this many commits were answered (`ran` or `commit-failed`) —
+ * at least `CUT_MIN_MS`, at most `CUT_MAX_MS` — so that the fault bites however loaded the machine is.
+ */
+const CUT_COMMITS = 10;
+const CUT_MIN_MS = 150;
+const CUT_MAX_MS = 5_000;
 
 export const redisFailoverFault = (waitReplicas: number) =>
-  `Redis failover: replica link cut ${CUT_MS} ms, primary killed, replica promoted (${waitReplicas === 0 ? "no waitReplicas" : `waitReplicas: ${waitReplicas}`})`;
+  `Redis failover: replica link cut for ${CUT_COMMITS}+ commits, primary killed, replica promoted (${waitReplicas === 0 ? "no waitReplicas" : `waitReplicas: ${waitReplicas}`})`;
 
 export interface FailoverRun {
   report: SimulationReport;
@@ -412,6 +417,8 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
     });
     const acks = ackTracker();
     let commitFailed = 0;
+    /** Commits answered (`ran` or `commit-failed`) so far. */
+    let commits = 0;
     let acknowledgedBefore = 0;
     let lost = new Set<string>();
     // From the cut to the endpoint's move: a claim made on the primary then may be missing on the
@@ -430,6 +437,7 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
       onResult: (id, result, _batch, startedAt) => {
         acks.onResult(id, result);
         if (result.status === "commit-failed") commitFailed += 1;
+        if (result.status === "ran" || result.status === "commit-failed") commits += 1;
         if (startedAt <= movedAt && Date.now() >= cutAt) inWindow.add(id);
       },
       outage: {
@@ -439,7 +447,10 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
           cutAt = Date.now();
           link.cut();
           await waitUntil("the primary to lose its replica", async () => (await replicationInfo(primary.port)).includes("connected_slaves:0"));
-          await sleep(CUT_MS);
+          const before = commits;
+          const since = Date.now();
+          await sleep(CUT_MIN_MS);
+          while (commits - before < CUT_COMMITS && Date.now() - since < CUT_MAX_MS) await sleep(10);
         },
         begin: () => primary.kill(),
         end: async () => {
