@@ -118,11 +118,13 @@ export function upstashBackend(): Backend {
 /**
  * A pg pool as every user of PostgresStore needs one: with an `error` listener (an idle pooled
  * connection the server terminates is an `error` event; unheard, it ends the process) and a
- * bounded connect time. `errors()` counts the events heard.
+ * bounded wait for a connection — roomy: the race sends 75 claims at once through `max`
+ * connections on a loaded machine, and a claim that times out waiting is a refused delivery.
+ * `errors()` counts the events heard.
  */
 export function listenedPool(connectionString: string, max: number): { pool: pg.Pool; errors(): number } {
   let errors = 0;
-  const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: 2_000 });
+  const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: 15_000 });
   pool.on("error", () => {
     errors += 1;
   });
