@@ -6,9 +6,12 @@
  * This is a wrapper, not a mock: every call that is not failed goes to the real store. It exists
  * because a real backend cannot be made to lose a response *after* applying a write on demand;
  * plain outages of the real backends are tested with the backends themselves.
+ *
+ * A transactional store's `transact` is wrapped too: an error or a timeout before it fails with
+ * nothing run or written; a lost response comes after the handler ran and the transaction committed.
  */
-import type { Claim, ClaimRef, ClaimingStore, Store } from "../../src/contract.js";
-import { isClaimingStore } from "../../src/contract.js";
+import type { Claim, ClaimHints, ClaimRef, ClaimingStore, FencedClaim, Store, TransactionalStore } from "../../src/contract.js";
+import { isClaimingStore, isTransactionalStore } from "../../src/contract.js";
 import { StoreUnavailableError } from "../../src/errors.js";
 
 export interface FaultRates {
@@ -84,11 +87,19 @@ export function withFaults<S extends Store>(store: S, rates: FaultRates, random:
     claim: (id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> => guard("claim", () => store.claim(id, leaseMs, fingerprint)),
     release: (id: string, token: string) => guard("release", () => store.release(id, token)),
     ...(store.claimMany
-      ? { claimMany: (ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[]) => guard("claimMany", () => (store.claimMany as NonNullable<ClaimingStore["claimMany"]>).call(store, ids, leaseMs, fingerprints)) }
+      ? {
+          claimMany: (ids: readonly string[], leaseMs?: number, fingerprints?: readonly (string | undefined)[], hints?: ClaimHints) =>
+            guard("claimMany", () => (store.claimMany as NonNullable<ClaimingStore["claimMany"]>).call(store, ids, leaseMs, fingerprints, hints)),
+        }
       : {}),
     ...(store.releaseMany
       ? { releaseMany: (claims: readonly ClaimRef[]) => guard("releaseMany", () => (store.releaseMany as NonNullable<ClaimingStore["releaseMany"]>).call(store, claims)) }
       : {}),
   };
-  return { store: claiming as unknown as S, faults };
+  if (!isTransactionalStore(store)) return { store: claiming as unknown as S, faults };
+  const transactional: TransactionalStore<unknown> = {
+    ...claiming,
+    transact: (claim: FencedClaim, work: (tx: unknown) => Promise<void>) => guard("transact", () => store.transact(claim, work)),
+  };
+  return { store: transactional as unknown as S, faults };
 }

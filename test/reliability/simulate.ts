@@ -16,9 +16,17 @@
  * per kill next to the handlers that were running, and the effects whose commit was in flight,
  * at the kill moment; for hangs, the effects repeated and the records returned to the queue.
  *
+ * Real faults of a backend (a restart, a failover) ride the outage hook: `outage.begin` / `end`
+ * take the backend down and bring it back, `outage.prelude` runs before it goes down (e.g. cutting a
+ * replica's link so that the next commits reach the primary alone). Consumers can each have their
+ * own store (`backends`, round robin): one store per consumer clock, on one shared table.
+ *
  * Verdict per run: no id is lost (every id's effect ran), and an id's effect runs more than
  * once ONLY in the window no store can close — a crash after the effect and before the commit,
- * or a commit that failed after the effect — and those are counted, never hidden.
+ * or a commit that failed after the effect — and those are counted, never hidden. A fault that
+ * loses what the store acknowledged (an asynchronous replica promoted without the primary's last
+ * claims and commits) names those ids (`explainedRepeats`): their repeats are counted under the
+ * fault's own labels, never hidden among the others.
  */
 import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
@@ -31,6 +39,11 @@ export interface SimulationOptions {
   faultMix: string;
   /** The store under test, already wrapped with faults when the mix asks for them. */
   backend: Store;
+  /**
+   * One store per consumer, used round robin (consumer i takes `backends[i % length]`) in place of
+   * `backend`: e.g. consumers whose clocks differ, each with its own store on one shared table.
+   */
+  backends?: readonly Store[];
   faults?: FaultSwitch;
   random: () => number;
   messages: number;
@@ -48,9 +61,34 @@ export interface SimulationOptions {
   handlerFailure?: number;
   /**
    * Take the store down when this fraction of ids has taken effect, for `durationMs`: through the
-   * fault switch, or for real through `begin` / `end` (e.g. cutting the network to the backend).
+   * fault switch, or for real through `begin` / `end` (e.g. cutting the network to the backend,
+   * stopping and restarting the server). The store counts as down from the moment `begin` resolved
+   * until `end` is called; `prelude` (optional) runs first, while the store is still up.
    */
-  outage?: { atFraction: number; durationMs: number; begin?: () => void | Promise<void>; end?: () => void | Promise<void> };
+  outage?: {
+    atFraction: number;
+    durationMs: number;
+    prelude?: () => void | Promise<void>;
+    begin?: () => void | Promise<void>;
+    end?: () => void | Promise<void>;
+  };
+  /**
+   * A fault of part of the backend (e.g. one master of a cluster killed and failed over), run once
+   * this fraction of ids has taken effect. Not counted as the store being down: the test judges what
+   * was acknowledged meanwhile (`onResult` has each batch's start). Its error fails the run.
+   */
+  midRun?: { atFraction: number; fault: () => Promise<void> };
+  /**
+   * Called with every answered delivery's id, result, batch (a sequence number) and the time its
+   * batch started; not for batches whose invocation died.
+   */
+  onResult?: (id: string, result: MessageResult, batch: number, startedAt: number) => void;
+  /**
+   * Ids whose repeats a fault of the run explains (e.g. commits acknowledged by a primary and lost
+   * when its replica was promoted), each set under its label, read once the run is over; an id's
+   * repeats go to the first set that has it, counted in `duplicates.byFault`.
+   */
+  explainedRepeats?: readonly { label: string; ids(): ReadonlySet<string> | Promise<ReadonlySet<string>> }[];
   /** Give up (and report lost ids) after this long. */
   deadlineMs?: number;
   /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start. */
@@ -107,8 +145,8 @@ export interface SimulationReport {
   deliveries: number;
   effects: number;
   lost: number;
-  /** Extra effects beyond one per id, by cause. */
-  duplicates: { crashWindow: number; commitFailed: number; unexplained: number };
+  /** Extra effects beyond one per id, by cause (`byFault`: per label, ids the run's `explainedRepeats` named). */
+  duplicates: { crashWindow: number; commitFailed: number; byFault?: Record<string, number>; unexplained: number };
   crashes: number;
   /**
    * Deliveries acknowledged as `ran` or `duplicate` by a batch that began and ended while the store
@@ -119,6 +157,11 @@ export interface SimulationReport {
   storeFaults: Record<string, number>;
   /** Deliveries the engine reported as not run because the store could not answer. */
   storeUnavailable: number;
+  /**
+   * With an outage: from its end (the store back) to the first delivery acknowledged as `ran` by a
+   * batch that started after it — the recovery, as the consumers saw it.
+   */
+  recoveryMs?: number;
   elapsedMs: number;
 }
 
@@ -167,6 +210,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   }
 
   const effects = new Map<string, number>();
+  /** Ids whose handler did its effect at least once (in transactional mode: wrote it; the database has the truth). */
+  const progressed = new Set<string>();
   /** Ids whose effect ran and whose commit never happened: a crash between the two. */
   const crashWindow = new Set<string>();
   /** Ids acknowledged as commit-failed: the effect ran, the commit did not land. */
@@ -176,10 +221,13 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const killWindow = new Set<string>();
   const hungBatchIds = new Set<string>();
   let deliveries = 0;
+  let batches = 0;
   let crashes = 0;
   let ackedDuringOutage = 0;
   let storeUnavailable = 0;
   let outageDone = options.outage === undefined;
+  let outageEndedAt: number | undefined;
+  let recoveryMs: number | undefined;
 
   const take = (): QueuedDelivery[] => {
     const now = Date.now();
@@ -198,21 +246,39 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const maybeOutage = async () => {
     const outage = options.outage;
     if (outageDone || outage === undefined) return;
-    if (effects.size < outage.atFraction * ids.length) return;
+    if (progressed.size < outage.atFraction * ids.length) return;
     outageDone = true;
-    outageActive = true;
+    if (outage.prelude) await outage.prelude();
+    // Marked down once the backend is down for sure (a stopping server may still answer meanwhile).
     if (outage.begin) await outage.begin();
     else if (options.faults) options.faults.down = true;
+    outageActive = true;
     await sleep(outage.durationMs);
     // Marked over before the store comes back, so no answer of the healed store counts as "while down".
     outageActive = false;
     if (outage.end) await outage.end();
     else if (options.faults) options.faults.down = false;
+    outageEndedAt = Date.now();
   };
 
-  const consumer = async () => {
+  let midRunDone = options.midRun === undefined;
+  /** The mid-run fault, settled to its error (or undefined), so that it never rejects unheard. */
+  let midRunFault: Promise<unknown> | undefined;
+  const maybeMidRun = () => {
+    const midRun = options.midRun;
+    if (midRunDone || midRun === undefined || progressed.size < midRun.atFraction * ids.length) return;
+    midRunDone = true;
+    midRunFault = midRun.fault().then(
+      () => undefined,
+      (error: unknown) => error ?? new Error("the mid-run fault failed"),
+    );
+  };
+
+  const consumer = async (index: number) => {
+    const ownBackend = options.backends === undefined || options.backends.length === 0 ? options.backend : (options.backends[index % options.backends.length] as Store);
     while (Date.now() < deadline) {
       void maybeOutage();
+      maybeMidRun();
       const batch = take();
       if (batch.length === 0) {
         if (queue.length === 0) return;
@@ -220,7 +286,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         continue;
       }
       deliveries += batch.length;
+      batches += 1;
+      const batchNumber = batches;
       const startedDown = outageActive;
+      const startedAt = Date.now();
       const roll = random();
       const point =
         roll < crash.beforeEffect
@@ -242,7 +311,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       let hungStarted = false;
       const committing = new Set<string>();
       const [minMs, maxMs] = options.handlerMs ?? [0, 0];
-      const backend = killAt === undefined ? options.backend : killable(options.backend, () => killed);
+      const backend = killAt === undefined ? ownBackend : killable(ownBackend, () => killed);
       const tx = options.transactional;
       const engine = new BatchEngine(backend, async (_message, context) => {
         const id = context.key as string;
@@ -253,6 +322,12 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         running.add(id);
         if (hangIndex !== undefined && batch[hangIndex]?.id === id) {
           hungStarted = true;
+          // In transactional mode the hung handler holds an open transaction (a connection): the
+          // kill at the invocation's limit ends it, and the database rolls it back.
+          if (tx && options.invocationMs !== undefined) {
+            await sleep(options.invocationMs);
+            throw new Error("hung handler killed with its invocation (simulated): its transaction rolls back");
+          }
           return never;
         }
         const ms = minMs + random() * (maxMs - minMs);
@@ -266,6 +341,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         if (random() < handlerFailure) throw new Error("handler failed (scripted)");
         if (tx) await tx.write(id, context.tx);
         else effects.set(id, (effects.get(id) ?? 0) + 1);
+        progressed.add(id);
         committing.add(id);
         if (point === "after-effect") {
           crashWindow.add(id);
@@ -316,6 +392,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       if (hung) window.returnedByHang += results.filter((r) => !r.ack && r.error instanceof DeadlineExceededError).length;
       results.forEach((result, i) => {
         const delivery = batch[i] as QueuedDelivery;
+        options.onResult?.(delivery.id, result, batchNumber, startedAt);
+        if (recoveryMs === undefined && outageEndedAt !== undefined && startedAt >= outageEndedAt && result.status === "ran") recoveryMs = Date.now() - outageEndedAt;
         if (result.status === "commit-failed") commitFailed.add(delivery.id);
         if (result.status === "failed" && result.error instanceof StoreUnavailableError) storeUnavailable += 1;
         if (result.ack) {
@@ -328,7 +406,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   };
 
   const started = Date.now();
-  await Promise.all(Array.from({ length: consumers }, consumer));
+  await Promise.all(Array.from({ length: consumers }, (_, index) => consumer(index)));
+  // A fault that outlived the queue still ends inside the run; its error fails the run.
+  const midRunError = await midRunFault;
+  if (midRunError !== undefined) throw midRunError;
 
   if (options.transactional) {
     // The truth is in the database: the rows the handlers' committed transactions wrote.
@@ -339,7 +420,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   }
   let lost = 0;
   let total = 0;
-  const duplicates = { crashWindow: 0, commitFailed: 0, unexplained: 0 };
+  const explained = await Promise.all((options.explainedRepeats ?? []).map(async ({ label, ids: named }) => ({ label, ids: await named() })));
+  const byFault: Record<string, number> = Object.fromEntries(explained.map(({ label }) => [label, 0]));
+  const duplicates: SimulationReport["duplicates"] = { crashWindow: 0, commitFailed: 0, ...(explained.length === 0 ? {} : { byFault }), unexplained: 0 };
   for (const id of ids) {
     const count = effects.get(id) ?? 0;
     total += count;
@@ -351,7 +434,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       duplicates.crashWindow += count - 1;
       window.killRepeats += count - 1;
     } else if (commitFailed.has(id)) duplicates.commitFailed += count - 1;
-    else duplicates.unexplained += count - 1;
+    else {
+      const fault = explained.find((set) => set.ids.has(id));
+      if (fault === undefined) duplicates.unexplained += count - 1;
+      else byFault[fault.label] = (byFault[fault.label] ?? 0) + count - 1;
+    }
   }
   return {
     store: options.store,
@@ -366,6 +453,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     window,
     storeFaults: { ...(options.faults?.injected ?? {}) },
     storeUnavailable,
+    ...(recoveryMs === undefined ? {} : { recoveryMs }),
     elapsedMs: Date.now() - started,
   };
 }
@@ -418,13 +506,15 @@ export function formatSimulationTable(reports: readonly SimulationReport[]): str
   const header = "| store | fault mix | messages | deliveries | effects | lost | duplicates (why) | crashes | store faults | acked while down | s |";
   const rule = "|:--|:--|--:|--:|--:|--:|:--|--:|:--|--:|--:|";
   const rows = reports.map((r) => {
-    const dupes = r.duplicates.crashWindow + r.duplicates.commitFailed + r.duplicates.unexplained;
+    const byFault = Object.entries(r.duplicates.byFault ?? {});
+    const dupes = r.duplicates.crashWindow + r.duplicates.commitFailed + byFault.reduce((sum, [, n]) => sum + n, 0) + r.duplicates.unexplained;
     const why =
       dupes === 0
         ? "0"
         : `${dupes} (${[
             r.duplicates.crashWindow ? `${r.duplicates.crashWindow} crash after effect, before commit` : "",
             r.duplicates.commitFailed ? `${r.duplicates.commitFailed} commit failed` : "",
+            ...byFault.map(([label, n]) => (n ? `${n} ${label}` : "")),
             r.duplicates.unexplained ? `${r.duplicates.unexplained} UNEXPLAINED` : "",
           ]
             .filter(Boolean)

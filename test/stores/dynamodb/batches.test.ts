@@ -17,8 +17,9 @@ import type { ClaimRef } from "../../../src/contract.js";
 import { StoreUnavailableError } from "../../../src/errors.js";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../../entry/dynamodb.js";
 import { sqsHandler } from "../../../entry/lambda.js";
-import { localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
+import { localClientConfig } from "../../../scripts/dynamodb-local.mjs";
 import { lambdaContext, sqsRecord } from "../../../scripts/lambda-events.js";
+import { throttlingClient } from "../../support/dynamodb-throttle.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-batches-${Date.now().toString(36)}`;
@@ -26,31 +27,6 @@ const table = `idempotency-batches-${Date.now().toString(36)}`;
 beforeAll(async () => {
   await createIdempotencyTable(new DynamoDBClient(localClientConfig(endpoint)), idempotencyTableDefinition(table));
 });
-
-/** A client that refuses the PutItem of any key ending in one of `throttled` (while `on`), and counts every request. */
-function throttlingClient(throttled: ReadonlySet<string>) {
-  const client = new DynamoDBClient(localClientConfig(endpoint));
-  const switchable = { on: true, refused: 0 };
-  client.middlewareStack.add(
-    (next, context) => async (args) => {
-      const key = (args.input as { Item?: { pk?: { S?: string } } }).Item?.pk?.S ?? "";
-      const id = key.slice(key.indexOf(":") + 1);
-      if (switchable.on && context.commandName === "PutItemCommand" && throttled.has(id)) {
-        switchable.refused += 1;
-        throw Object.assign(new Error("The level of configured provisioned throughput for the table was exceeded."), {
-          name: "ProvisionedThroughputExceededException",
-          $fault: "client",
-          $metadata: { httpStatusCode: 400 },
-        });
-      }
-      return next(args);
-    },
-    { step: "initialize", name: "throttleChosenIds" },
-  );
-  const sent: string[] = [];
-  onEveryRequest(client, (name) => sent.push(name));
-  return { client, switchable, sent };
-}
 
 const body = (id: string) =>
   JSON.stringify({ job: "orders.charge", trace_id: `trace-${id}`, data: { id }, meta: { id, queue: "orders", schema_version: 1 }, attempts: 0 });
@@ -62,7 +38,7 @@ describe("claimMany answers a throttled id alone (mock: throttling, which Dynamo
   it("the others are claimed; the throttled ones fail with the store's error, hold nothing, cost no cleanup request", async () => {
     const ids = Array.from({ length: 10 }, (_, i) => `t-${i}`);
     const throttled = new Set(["t-2", "t-5", "t-9"]);
-    const { client, sent } = throttlingClient(throttled);
+    const { client, sent } = throttlingClient(endpoint, throttled);
     const namespace = `throttle-${Date.now().toString(36)}`;
     const store = new DynamoDBStore({ table, namespace, client });
     const answers = await store.claimMany(ids);
@@ -82,7 +58,7 @@ describe("claimMany answers a throttled id alone (mock: throttling, which Dynamo
   it("through sqsHandler: only the throttled records come back as failures; their redelivery runs each effect once", async () => {
     const ids = Array.from({ length: 10 }, (_, i) => `h-${Date.now().toString(36)}-${i}`);
     const throttled = new Set([ids[1] as string, ids[6] as string]);
-    const { client, switchable } = throttlingClient(throttled);
+    const { client, switchable } = throttlingClient(endpoint, throttled);
     const runs = new Map<string, number>();
     const handler = sqsHandler({
       store: new DynamoDBStore({ table, namespace: "throttle-handler", client }),
