@@ -41,7 +41,8 @@ export const KAFKA_MIXES: readonly KafkaMix[] = [
     rebalance: 0.1,
     crash: { beforeEffect: 0.03, afterEffectBeforeCommit: 0.03, afterCommitBeforeAck: 0.03 },
   },
-  { faultMix: "kafka: killed at a random moment mid-batch", kill: 0.2, killWithinMs: 60, handlerMs: [0, 20] },
+  // Kills land within the first 25 ms, while a batch of handlers of up to 20 ms each is most likely still running: the CI size (about 15 batches) sees several.
+  { faultMix: "kafka: killed at a random moment mid-batch", kill: 0.4, killWithinMs: 25, handlerMs: [0, 20] },
   {
     faultMix: "kafka: everything at once",
     handlerFailure: 0.05,
