@@ -17,7 +17,6 @@
  * The consumer sees the database through a small TCP forwarder whose target moves to the standby,
  * as an endpoint (RDS, a DNS name, PgBouncer) moves in a real failover.
  */
-import { type Server, type Socket, connect, createServer } from "node:net";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { BatchEngine } from "../../../src/engine/index.js";
@@ -25,45 +24,12 @@ import { StoreUnavailableError } from "../../../src/errors.js";
 import { txOf } from "../../../src/transaction.js";
 import { PostgresStore, createIdempotencyTable } from "../../../entry/postgres.js";
 import { type RestartablePostgres, startPostgres } from "../../setup/postgres.js";
+import { startTcpForwarder } from "../../support/tcp-forwarder.js";
 
 const servers: RestartablePostgres[] = [];
 afterAll(async () => {
   for (const server of servers) await server.stop().catch(() => undefined);
 });
-
-/** A TCP forwarder on loopback whose target can move; moving drops every open connection. */
-async function forwarder(targetPort: number): Promise<{ port: number; moveTo(port: number): void; close(): Promise<void> }> {
-  let target = targetPort;
-  const open = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    const upstream = connect({ host: "127.0.0.1", port: target });
-    for (const socket of [client, upstream]) {
-      open.add(socket);
-      socket.on("error", () => undefined);
-      socket.on("close", () => {
-        open.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  return {
-    port: typeof address === "object" && address !== null ? address.port : 0,
-    moveTo(port) {
-      target = port;
-      for (const socket of open) socket.destroy();
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of open) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 const body = (id: string) => ({ job: "orders.charge", trace_id: `t-${id}`, data: { id }, meta: { id, schema_version: 1 }, attempts: 0 });
 /**
@@ -236,7 +202,7 @@ describe("PostgreSQL failed over to a promoted standby while batches run", () =>
       await admin.query("SELECT pg_reload_conf()");
     }
     await admin.end();
-    const front = await forwarder(primary.port);
+    const front = await startTcpForwarder(primary.port);
     const { pool, idleErrors } = newPool(front.port);
     try {
       await createIdempotencyTable(pool);

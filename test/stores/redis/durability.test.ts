@@ -18,31 +18,13 @@ import { startTcpProxy } from "../../../scripts/tcp-proxy.js";
 import type { MessageResult } from "../../../src/decision.js";
 import { CountingConsumer, idRange, statusCounts } from "../../support/redis-batches.js";
 import { type RedisNode, startRedisNode } from "../../support/redis-nodes.js";
+import { replicaLinked, replicationInfo, waitUntil } from "../../support/redis-replication.js";
 import { startRespProxy } from "../../support/resp-proxy.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-async function replicationInfo(port: number): Promise<string> {
-  const admin = new Redis({ host: "127.0.0.1", port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  admin.on("error", () => {});
-  try {
-    await admin.connect();
-    return await admin.info("replication");
-  } finally {
-    admin.disconnect();
-  }
-}
-
-async function until(what: string, check: () => Promise<boolean>, ms = 15_000): Promise<void> {
-  const start = Date.now();
-  while (!(await check().catch(() => false))) {
-    if (Date.now() - start > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 /** A primary and a replica that reaches it through a proxy that can cut the link. */
 async function primaryAndReplica() {
@@ -52,7 +34,7 @@ async function primaryAndReplica() {
   cleanups.push(() => link.close());
   const replica = await startRedisNode({ args: ["--replicaof", "127.0.0.1", String(link.port), "--repl-timeout", "60"] });
   cleanups.push(() => replica.stop());
-  await until("the replica's link", async () => (await replicationInfo(replica.port)).includes("master_link_status:up"));
+  await replicaLinked(replica.port);
   return { primary, replica, link };
 }
 
@@ -84,7 +66,7 @@ async function failover(waitReplicas: number): Promise<FailoverFigures> {
   const ranBeforeCut = results.filter((r) => r.status === "ran").length;
 
   link.cut();
-  await until("the primary to lose its replica", async () => (await replicationInfo(primary.port)).includes("connected_slaves:0"));
+  await waitUntil("the primary to lose its replica", async () => (await replicationInfo(primary.port)).includes("connected_slaves:0"));
   const duringCut: MessageResult[] = [];
   for (let batch = 0; batch < 3; batch += 1) duringCut.push(...(await consumer.process(idRange(`cut-${batch}`, 10))));
   results.push(...duringCut);
