@@ -70,11 +70,12 @@ export interface SqsParks {
  * @example
  * ```ts
  * import { SQSClient } from "@aws-sdk/client-sqs";
+ * import { DynamoDBStore } from "babelqueue-serverless/dynamodb";
  * import { sqsHandler, sqsParks } from "babelqueue-serverless/lambda";
  *
  * export const handler = sqsHandler({
- *   store,
- *   handle,
+ *   store: new DynamoDBStore({ table: process.env.IDEMPOTENCY_TABLE ?? "idempotency" }),
+ *   handle: async (envelope) => console.log(envelope.job),
  *   parks: sqsParks({ client: new SQSClient({}) }), // needs sqs:ChangeMessageVisibility on the queue
  * });
  * ```
