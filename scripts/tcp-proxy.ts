@@ -10,9 +10,12 @@
  *
  * It counts connections (a client that opens a new connection per request pays more), nothing else.
  *
+ * The loopback plumbing (listen, connect upstream, close) is exported for the tests' other proxies
+ * (test/support/resp-proxy.ts, tcp-forwarder.ts).
+ *
  * What this is *not*: a bandwidth or jitter model, or anything meant to listen beyond loopback.
  */
-import { type AddressInfo, type Socket, connect, createServer } from "node:net";
+import { type AddressInfo, type Server, type Socket, connect, createServer } from "node:net";
 
 export interface TcpProxyOptions {
   /** The backend's port on 127.0.0.1. */
@@ -31,6 +34,47 @@ export interface TcpProxy {
   heal(): void;
   /** Stops listening and drops every open connection. */
   close(): Promise<void>;
+}
+
+/** Starts `server` listening on 127.0.0.1, on a free port; resolves to that port. */
+export async function listenOnLoopback(server: Server): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+/** Destroys every socket in `sockets` and stops `server`; resolves once it no longer listens. */
+export function closeServer(server: Server, sockets: Set<Socket>): Promise<void> {
+  return new Promise<void>((resolve) => {
+    for (const socket of sockets) socket.destroy();
+    sockets.clear();
+    server.close(() => resolve());
+  });
+}
+
+/**
+ * Connects `client` to 127.0.0.1:`port`. Both sockets are kept in `sockets` until either fails
+ * (both destroyed and forgotten at once) or closes (the same, `closeDelayMs` later, so that data
+ * still in flight can land).
+ */
+export function connectUpstream(client: Socket, port: number, sockets: Set<Socket>, closeDelayMs = 0): Socket {
+  const upstream = connect({ host: "127.0.0.1", port });
+  sockets.add(client);
+  sockets.add(upstream);
+  const drop = () => {
+    client.destroy();
+    upstream.destroy();
+    sockets.delete(client);
+    sockets.delete(upstream);
+  };
+  const dropOnClose = closeDelayMs > 0 ? () => setTimeout(drop, closeDelayMs) : drop;
+  for (const socket of [client, upstream]) {
+    socket.on("error", drop);
+    socket.on("close", dropOnClose);
+  }
+  return upstream;
 }
 
 /** Forwards `from` → `to`, each chunk (and the end) `delayMs` late, in order. */
@@ -64,29 +108,14 @@ export async function startTcpProxy(options: TcpProxyOptions): Promise<TcpProxy>
     }
     connections += 1;
     client.setNoDelay(true);
-    const upstream = connect({ host: "127.0.0.1", port: options.targetPort });
+    const upstream = connectUpstream(client, options.targetPort, sockets, delayMs + 1);
     upstream.setNoDelay(true);
-    sockets.add(client);
-    sockets.add(upstream);
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-      sockets.delete(client);
-      sockets.delete(upstream);
-    };
-    client.on("error", drop);
-    upstream.on("error", drop);
-    client.on("close", () => setTimeout(drop, delayMs + 1));
-    upstream.on("close", () => setTimeout(drop, delayMs + 1));
     pipeDelayed(client, upstream, delayMs);
     pipeDelayed(upstream, client, delayMs);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
+  const port = await listenOnLoopback(server);
   return {
-    port: (server.address() as AddressInfo).port,
+    port,
     get connections() {
       return connections;
     },
@@ -98,11 +127,6 @@ export async function startTcpProxy(options: TcpProxyOptions): Promise<TcpProxy>
     heal() {
       isCut = false;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        sockets.clear();
-        server.close(() => resolve());
-      }),
+    close: () => closeServer(server, sockets),
   };
 }

@@ -5,6 +5,8 @@
  *
  * Drafts: docs/drafts/ is never built (srcExclude), so a draft can never break the site.
  *
+ * The sidebar's pages are listed in sidebar.json beside this file; add a page there.
+ *
  * What this is *not*: the pages. They are the markdown files beside this folder; the API pages are
  * generated and never committed (.gitignore).
  */
@@ -23,69 +25,13 @@ function apiSidebar(): DefaultTheme.SidebarItem[] {
   return items.map((item) => ({ ...item, link: item.link?.replace(/\.md$/, "") }));
 }
 
-const gettingStarted: DefaultTheme.SidebarItem[] = [
-  { text: "What it is", link: "/guide/introduction" },
-  { text: "Install", link: "/guide/install" },
-  { text: "wrap in any job runner", link: "/guide/wrap" },
-  { text: "Lambda + SQS", link: "/guide/lambda-sqs" },
-  { text: "Lambda + Kafka", link: "/guide/lambda-kafka" },
-  { text: "Cloudflare Queues", link: "/guide/cloudflare-queues" },
-  { text: "Local development", link: "/guide/local-development" },
-];
-
-const sidebar: DefaultTheme.SidebarItem[] = [
-  { text: "Getting started", items: gettingStarted },
-  {
-    text: "Concepts",
-    items: [
-      { text: "The store contract", link: "/concepts/contract" },
-      { text: "One message, decided once", link: "/concepts/decision" },
-      { text: "Guarantees and honest limits", link: "/concepts/guarantees" },
-      { text: "Transactional mode", link: "/concepts/transactional" },
-      { text: "Clocks and skew", link: "/concepts/clocks" },
-      { text: "Joining a BabelQueue fleet", link: "/concepts/fleet" },
-    ],
-  },
-  {
-    text: "Stores",
-    items: [
-      { text: "Choosing a store", link: "/stores/" },
-      { text: "InMemoryStore", link: "/stores/in-memory" },
-      { text: "DynamoDB", link: "/stores/dynamodb" },
-      { text: "Redis and Upstash", link: "/stores/redis" },
-      { text: "PostgreSQL", link: "/stores/postgres" },
-      { text: "Durable Objects", link: "/stores/durable-objects" },
-      { text: "D1", link: "/stores/d1" },
-      { text: "Workers KV", link: "/stores/kv" },
-    ],
-  },
-  {
-    text: "Operating",
-    items: [
-      { text: "Observability", link: "/operating/observability" },
-      { text: "The CLI", link: "/operating/cli" },
-      { text: "Redrive and replay", link: "/operating/redrive-replay" },
-      { text: "Changing shard counts", link: "/operating/shards" },
-    ],
-  },
-  {
-    text: "The proof",
-    items: [
-      { text: "What we measured", link: "/proof/" },
-      { text: "Reliability", link: "/proof/reliability" },
-      { text: "Benchmark against Powertools", link: "/proof/benchmark" },
-      { text: "Test quality", link: "/proof/test-quality" },
-    ],
-  },
-  { text: "API reference", link: "/api/", collapsed: true, items: apiSidebar() },
-  {
-    text: "Contributors",
-    items: [
-      { text: "Contributing", link: "/contributing/" },
-      { text: "Architecture", link: "/ARCHITECTURE" },
-    ],
-  },
-];
+/**
+ * The sidebar: the pages of each group, in reading order (sidebar.json, data only), with the API
+ * reference's pages filled in under its entry (link `/api/`).
+ */
+const sidebar = (JSON.parse(readFileSync(join(docs, ".vitepress", "sidebar.json"), "utf8")) as DefaultTheme.SidebarItem[]).map((item) =>
+  item.link === "/api/" ? { ...item, items: apiSidebar() } : item,
+);
 
 export default defineConfig({
   title: "babelqueue-serverless",

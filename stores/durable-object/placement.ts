@@ -2,8 +2,8 @@
  * Where a store key lives among a `DurableObjectStore`'s objects, and how a shard count changes
  * without a double effect.
  *
- * Placement: shard `fnv1a(key) mod shards` (32-bit FNV-1a over UTF-16 code units: stable across
- * runtimes and versions). Shard `i` is the object named `${objectName}/shard-${i}`, so an object's
+ * Placement: shard `fnv1a32(key) mod shards` (32-bit FNV-1a over UTF-16 code units, ../fnv1a.ts:
+ * stable across runtimes and versions). Shard `i` is the object named `${objectName}/shard-${i}`, so an object's
  * name does not depend on the count: growing from 4 to 8 shards keeps objects 0-3 and adds 4-7, and
  * a key whose shard index is the same under both counts stays in the very same object.
  *
@@ -53,20 +53,11 @@
  * window's extra writes do. Another bucket-count store (Redis Cluster buckets) follows the same three
  * configurations and the same claim order: previous owner first, then the owner.
  */
-
-/** 32-bit FNV-1a over UTF-16 code units: stable across runtimes, enough to spread keys. */
-export function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i += 1) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return hash >>> 0;
-}
+import { fnv1a32 } from "../fnv1a.js";
 
 /** The shard that owns a store key among `shards` objects. */
 export function shardOf(key: string, shards: number): number {
-  return shards === 1 ? 0 : fnv1a(key) % shards;
+  return shards === 1 ? 0 : fnv1a32(key) % shards;
 }
 
 /** Where one key lives: its owner, and its previous owner when that is another object (a moved key). */

@@ -20,18 +20,10 @@
  * (at most one per bucket it touches, per 1,000 ids) and how evenly a namespace can spread.
  */
 
+import { fnv1a32 } from "../fnv1a.js";
+
 /** Most buckets a namespace may have (a batch step makes at most one script per bucket it touches). */
 export const MAX_REDIS_BUCKETS = 1024;
-
-/** FNV-1a, 32-bit, over UTF-16 code units (well defined for any JavaScript string, lone surrogates included). */
-export function fnv1a32(text: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i += 1) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return hash >>> 0;
-}
 
 const MASK_64 = (1n << 64n) - 1n;
 const JUMP_MULTIPLIER = 2862933555777941757n;

@@ -35,7 +35,11 @@ import { type RedisLayoutScripts, type RedisScript, withPrelude } from "./script
 /** How far apart (ms) the expiries of PHP's `'1'` and our side key may be and still be one claim. */
 export const TIE_MS = 50;
 
-/** Prelude of both layouts: the ids' main and side keys, the side record, the tie check. */
+/**
+ * Prelude of both layouts: the ids' main and side keys, the side record, the tie check, and the
+ * pieces several scripts share — a claim's reply pair, an in-flight id's fingerprint (PHP: from a
+ * tied side key; Go: the side key itself) and the ids whose side key holds the delivery's token.
+ */
 const BABELQUEUE = `local n = #KEYS / 2
 local function mains()
   local list = {}
@@ -62,10 +66,89 @@ local function tied(main, sideKey, mainLeft)
   local sideLeft = redis.call('PTTL', sideKey)
   return mainLeft >= 0 and sideLeft >= 0 and math.abs(mainLeft - sideLeft) <= ${TIE_MS}
 end
+local function answer(out, i, left, fingerprint)
+  out[2 * i - 1] = left
+  out[2 * i] = ':' .. fingerprint
+end
+local function tiedFingerprint(main, sideKey, mainLeft)
+  local held = redis.call('GET', sideKey)
+  if held and tied(main, sideKey, mainLeft) then
+    local _, stored = lease(held)
+    return stored
+  end
+  return ''
+end
+local function sideLease(sideKey, held)
+  local _, fingerprint = lease(held)
+  local left = redis.call('PTTL', sideKey)
+  if left < 0 then left = 0 end
+  return left, fingerprint
+end
+local function owned()
+  local held = mget(sides())
+  local list, taken = {}, {}
+  for i = 1, n do
+    local token = lease(held[i])
+    if token ~= nil and token == ARGV[i] and not taken[KEYS[2 * i]] then
+      taken[KEYS[2 * i]] = true
+      list[#list + 1] = i
+    end
+  end
+  return list
+end
 `;
 
 function babelqueue(name: string, body: string): RedisScript {
   return withPrelude(name, BABELQUEUE + body);
+}
+
+/** A claim: ONE `MGET` of the main keys, then `perId` (Lua, run for each `i`, with `values[i]` and `leaseMs`) answers the id with `answer`. */
+function claimScript(name: string, perId: string): RedisScript {
+  return babelqueue(
+    name,
+    `local leaseMs = ARGV[1]
+local values = mget(mains())
+local out = {}
+for i = 1, n do
+${perId}
+end
+return out`,
+  );
+}
+
+/** A commit: `write(expiry)` — the SDK's own done record, `expiry` its `PX` when a retention is set — on every main key, then ONE `DEL` of our side keys. */
+function rememberScript(name: string, write: (expiry: string) => string): RedisScript {
+  return babelqueue(
+    name,
+    `local retention = ARGV[1]
+for i = 1, n do
+  if retention == '' then
+    ${write("")}
+  else
+    ${write(", 'PX', retention")}
+  end
+end
+del(sides())
+return n`,
+  );
+}
+
+/** Seen: ONE `MGET` of the main keys; `test` (Lua, over `values[i]`) says whether an id is done. */
+function seenScript(name: string, test: string): RedisScript {
+  return babelqueue(
+    name,
+    `local values = mget(mains())
+local out = {}
+for i = 1, n do
+  if ${test} then out[i] = 1 else out[i] = 0 end
+end
+return out`,
+  );
+}
+
+/** Inspect: one id, its main key `main` and side key `sideKey`; `body` answers `{state, PTTL, ':' .. fingerprint}`. */
+function inspectScript(name: string, body: string): RedisScript {
+  return babelqueue(name, `local main, sideKey = KEYS[1], KEYS[2]\n${body}`);
 }
 
 const FORGET_BOTH: RedisScript = { name: "forget", source: `return redis.call('DEL', unpack(KEYS))` };
@@ -75,13 +158,9 @@ const FORGET_BOTH: RedisScript = { name: "forget", source: `return redis.call('D
  * `SET key 1 PX <lease> NX` and our side key; `'2'` is done; anything else is in flight (PHP's
  * `ClaimingDispatch` parks on it too), its lease left from `PTTL`, its fingerprint from a tied side key.
  */
-const PHP_CLAIM = babelqueue(
+const PHP_CLAIM = claimScript(
   "claim:babelqueue-php",
-  `local leaseMs = ARGV[1]
-local values = mget(mains())
-local out = {}
-for i = 1, n do
-  local main, sideKey = KEYS[2 * i - 1], KEYS[2 * i]
+  `  local main, sideKey = KEYS[2 * i - 1], KEYS[2 * i]
   local value = values[i]
   local claimed = false
   if not value then
@@ -95,41 +174,39 @@ for i = 1, n do
     end
   end
   if claimed then
-    out[2 * i - 1] = -1
-    out[2 * i] = ':'
+    answer(out, i, -1, '')
   elseif value == '2' then
-    out[2 * i - 1] = -2
-    out[2 * i] = ':'
+    answer(out, i, -2, '')
   else
     local left = redis.call('PTTL', main)
-    local fingerprint = ''
-    local held = redis.call('GET', sideKey)
-    if held and tied(main, sideKey, left) then
-      local _, stored = lease(held)
-      fingerprint = stored
-    end
+    local fingerprint = tiedFingerprint(main, sideKey, left)
     if left < 0 then left = 0 end
-    out[2 * i - 1] = left
-    out[2 * i] = ':' .. fingerprint
-  end
-end
-return out`,
+    answer(out, i, left, fingerprint)
+  end`,
+);
+
+/**
+ * Go claim: ONE `MGET` of Go's keys; any value is done (Go's `EXISTS`, for the string values Go
+ * writes). Otherwise the claim is our side key alone, `SET side <token>[:fp] NX PX <lease>`; a live
+ * one is in flight (its `PTTL`, its fingerprint).
+ */
+const GO_CLAIM = claimScript(
+  "claim:babelqueue-go",
+  `  local sideKey = KEYS[2 * i]
+  if values[i] then
+    answer(out, i, -2, '')
+  elseif redis.call('SET', sideKey, side(i), 'NX', 'PX', leaseMs) then
+    answer(out, i, -1, '')
+  else
+    answer(out, i, sideLease(sideKey, redis.call('GET', sideKey)))
+  end`,
 );
 
 /** PHP commit: PHP's own `SET key 2` (with `PX` only when a retention is set), then ONE `DEL` of our side keys. */
-const PHP_REMEMBER = babelqueue(
-  "remember:babelqueue-php",
-  `local retention = ARGV[1]
-for i = 1, n do
-  if retention == '' then
-    redis.call('SET', KEYS[2 * i - 1], '2')
-  else
-    redis.call('SET', KEYS[2 * i - 1], '2', 'PX', retention)
-  end
-end
-del(sides())
-return n`,
-);
+const PHP_REMEMBER = rememberScript("remember:babelqueue-php", (expiry) => `redis.call('SET', KEYS[2 * i - 1], '2'${expiry})`);
+
+/** Go commit: Go's own `SET key 1 [PX <retention>] NX` (its `Remember`: never overwrites), then ONE `DEL` of our side keys. */
+const GO_REMEMBER = rememberScript("remember:babelqueue-go", (expiry) => `redis.call('SET', KEYS[2 * i - 1], '1'${expiry}, 'NX')`);
 
 /**
  * PHP release, fenced: our side key must hold the token, and the main key PHP's `'1'` tied to it;
@@ -138,21 +215,15 @@ return n`,
  */
 const PHP_RELEASE = babelqueue(
   "release:babelqueue-php",
-  `local held = mget(sides())
-local out, dropped, taken = {}, {}, {}
-local owned, ownedMains = {}, {}
-for i = 1, n do
-  out[i] = 0
-  local token = lease(held[i])
-  if token ~= nil and token == ARGV[i] and not taken[KEYS[2 * i]] then
-    taken[KEYS[2 * i]] = true
-    owned[#owned + 1] = i
-    ownedMains[#ownedMains + 1] = KEYS[2 * i - 1]
-    dropped[#dropped + 1] = KEYS[2 * i]
-  end
+  `local ids = owned()
+local out, dropped, ownedMains = {}, {}, {}
+for i = 1, n do out[i] = 0 end
+for j, i in ipairs(ids) do
+  ownedMains[j] = KEYS[2 * i - 1]
+  dropped[j] = KEYS[2 * i]
 end
 local values = mget(ownedMains)
-for j, i in ipairs(owned) do
+for j, i in ipairs(ids) do
   local main = KEYS[2 * i - 1]
   if values[j] == '1' and tied(main, KEYS[2 * i], redis.call('PTTL', main)) then
     dropped[#dropped + 1] = main
@@ -163,119 +234,44 @@ del(dropped)
 return out`,
 );
 
-/** PHP seen: ONE `MGET`; seen = the value is `'2'`, as PHP's `seen()`. */
-const PHP_SEEN = babelqueue(
-  "seen:babelqueue-php",
-  `local values = mget(mains())
-local out = {}
-for i = 1, n do
-  if values[i] == '2' then out[i] = 1 else out[i] = 0 end
-end
-return out`,
-);
-
-/** PHP inspect: `'2'` done (its expiry, -1 for none); another value in flight (PTTL, a tied side key's fingerprint). */
-const PHP_INSPECT = babelqueue(
-  "inspect:babelqueue-php",
-  `local main, sideKey = KEYS[1], KEYS[2]
-local value = redis.call('GET', main)
-if not value then return {0, 0, ':'} end
-local left = redis.call('PTTL', main)
-if value == '2' then return {2, left, ':'} end
-local fingerprint = ''
-local held = redis.call('GET', sideKey)
-if held and tied(main, sideKey, left) then
-  local _, stored = lease(held)
-  fingerprint = stored
-end
-if left < 0 then left = 0 end
-return {1, left, ':' .. fingerprint}`,
-);
-
-/**
- * Go claim: ONE `MGET` of Go's keys; any value is done (Go's `EXISTS`, for the string values Go
- * writes). Otherwise the claim is our side key alone, `SET side <token>[:fp] NX PX <lease>`; a live
- * one is in flight (its `PTTL`, its fingerprint).
- */
-const GO_CLAIM = babelqueue(
-  "claim:babelqueue-go",
-  `local leaseMs = ARGV[1]
-local values = mget(mains())
-local out = {}
-for i = 1, n do
-  local sideKey = KEYS[2 * i]
-  if values[i] then
-    out[2 * i - 1] = -2
-    out[2 * i] = ':'
-  elseif redis.call('SET', sideKey, side(i), 'NX', 'PX', leaseMs) then
-    out[2 * i - 1] = -1
-    out[2 * i] = ':'
-  else
-    local _, fingerprint = lease(redis.call('GET', sideKey))
-    local left = redis.call('PTTL', sideKey)
-    if left < 0 then left = 0 end
-    out[2 * i - 1] = left
-    out[2 * i] = ':' .. fingerprint
-  end
-end
-return out`,
-);
-
-/** Go commit: Go's own `SET key 1 [PX <retention>] NX` (its `Remember`: never overwrites), then ONE `DEL` of our side keys. */
-const GO_REMEMBER = babelqueue(
-  "remember:babelqueue-go",
-  `local retention = ARGV[1]
-for i = 1, n do
-  if retention == '' then
-    redis.call('SET', KEYS[2 * i - 1], '1', 'NX')
-  else
-    redis.call('SET', KEYS[2 * i - 1], '1', 'PX', retention, 'NX')
-  end
-end
-del(sides())
-return n`,
-);
-
 /** Go release: deletes our side key when it holds the token (Go's key is never touched). */
 const GO_RELEASE = babelqueue(
   "release:babelqueue-go",
-  `local held = mget(sides())
-local out, dropped, taken = {}, {}, {}
-for i = 1, n do
-  local token = lease(held[i])
-  if token ~= nil and token == ARGV[i] and not taken[KEYS[2 * i]] then
-    taken[KEYS[2 * i]] = true
-    dropped[#dropped + 1] = KEYS[2 * i]
-    out[i] = 1
-  else
-    out[i] = 0
-  end
+  `local out, dropped = {}, {}
+for i = 1, n do out[i] = 0 end
+for _, i in ipairs(owned()) do
+  dropped[#dropped + 1] = KEYS[2 * i]
+  out[i] = 1
 end
 del(dropped)
 return out`,
 );
 
+/** PHP seen: ONE `MGET`; seen = the value is `'2'`, as PHP's `seen()`. */
+const PHP_SEEN = seenScript("seen:babelqueue-php", "values[i] == '2'");
+
 /** Go seen: ONE `MGET`; seen = the key holds a value (Go's `EXISTS`). */
-const GO_SEEN = babelqueue(
-  "seen:babelqueue-go",
-  `local values = mget(mains())
-local out = {}
-for i = 1, n do
-  if values[i] then out[i] = 1 else out[i] = 0 end
-end
-return out`,
+const GO_SEEN = seenScript("seen:babelqueue-go", "values[i]");
+
+/** PHP inspect: `'2'` done (its expiry, -1 for none); another value in flight (PTTL, a tied side key's fingerprint). */
+const PHP_INSPECT = inspectScript(
+  "inspect:babelqueue-php",
+  `local value = redis.call('GET', main)
+if not value then return {0, 0, ':'} end
+local left = redis.call('PTTL', main)
+if value == '2' then return {2, left, ':'} end
+local fingerprint = tiedFingerprint(main, sideKey, left)
+if left < 0 then left = 0 end
+return {1, left, ':' .. fingerprint}`,
 );
 
 /** Go inspect: Go's key done (its expiry, -1 for none); else our side key in flight; else nothing. */
-const GO_INSPECT = babelqueue(
+const GO_INSPECT = inspectScript(
   "inspect:babelqueue-go",
-  `local main, sideKey = KEYS[1], KEYS[2]
-if redis.call('EXISTS', main) == 1 then return {2, redis.call('PTTL', main), ':'} end
+  `if redis.call('EXISTS', main) == 1 then return {2, redis.call('PTTL', main), ':'} end
 local held = redis.call('GET', sideKey)
 if not held then return {0, 0, ':'} end
-local _, fingerprint = lease(held)
-local left = redis.call('PTTL', sideKey)
-if left < 0 then left = 0 end
+local left, fingerprint = sideLease(sideKey, held)
 return {1, left, ':' .. fingerprint}`,
 );
 

@@ -125,13 +125,18 @@ export interface RedisStoreOptions extends RedisStoreCommonOptions {
   waitTimeoutMs?: number;
 }
 
-const REDIS_OPTION_KEYS = optionKeys<RedisStoreOptions>({
+/** The option keys of `RedisStoreCommonOptions`: every Redis store's list starts with them. */
+export const COMMON_OPTION_KEYS: { readonly [K in keyof Required<RedisStoreCommonOptions>]: true } = {
   layout: true,
   namespace: true,
   prefix: true,
   timeoutMs: true,
   leaseMs: true,
   retentionMs: true,
+};
+
+const REDIS_OPTION_KEYS = optionKeys<RedisStoreOptions>({
+  ...COMMON_OPTION_KEYS,
   client: true,
   hashTag: true,
   buckets: true,

@@ -14,7 +14,7 @@ import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkMs } from "../../src/store-kit/windows.js";
 import { type PlainSetter, type UpstashPipelineLike, hasPipeline, upstashSetter } from "./plain.js";
 import type { RedisScriptClient } from "./scripts.js";
-import { DEFAULT_REDIS_TIMEOUT_MS, RedisStore, type RedisStoreCommonOptions } from "./store.js";
+import { COMMON_OPTION_KEYS, DEFAULT_REDIS_TIMEOUT_MS, RedisStore, type RedisStoreCommonOptions } from "./store.js";
 
 /** Options of `UpstashRedisStore`: a client, or the REST URL and token to make one. */
 export interface UpstashRedisStoreOptions extends RedisStoreCommonOptions {
@@ -26,17 +26,7 @@ export interface UpstashRedisStoreOptions extends RedisStoreCommonOptions {
   token?: string;
 }
 
-const UPSTASH_OPTION_KEYS = optionKeys<UpstashRedisStoreOptions>({
-  layout: true,
-  namespace: true,
-  prefix: true,
-  timeoutMs: true,
-  leaseMs: true,
-  retentionMs: true,
-  client: true,
-  url: true,
-  token: true,
-});
+const UPSTASH_OPTION_KEYS = optionKeys<UpstashRedisStoreOptions>({ ...COMMON_OPTION_KEYS, client: true, url: true, token: true });
 
 /**
  * The Redis store over Upstash's REST API. Works in Lambda, Node and Workers.

@@ -54,12 +54,12 @@ function newest(dir: string, keep: (path: string) => boolean = () => true): numb
 function siteIsStale(): boolean {
   const built = join(dist, "index.html");
   if (!existsSync(built)) return true;
-  // Generated or scratch (VitePress's dist, cache and .temp; TypeDoc's api/): only the config counts of .vitepress.
+  // Generated or scratch (VitePress's dist, cache and .temp; TypeDoc's api/): only the config and its sidebar count of .vitepress.
   const vitepress = join(root, "docs", ".vitepress");
-  const config = join(vitepress, "config.ts");
+  const config = [join(vitepress, "config.ts"), join(vitepress, "sidebar.json")];
   const api = join(root, "docs", "api");
   const sources = Math.max(
-    newest(join(root, "docs"), (path) => (path === config || !path.startsWith(vitepress)) && !path.startsWith(api)),
+    newest(join(root, "docs"), (path) => (config.includes(path) || !path.startsWith(vitepress)) && !path.startsWith(api)),
     ...["entry", "src", "stores", "handlers"].map((dir) => newest(join(root, dir), (path) => path.endsWith(".ts") || path.endsWith("/"))),
     statSync(join(root, "typedoc.json")).mtimeMs,
   );

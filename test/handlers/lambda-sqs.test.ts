@@ -6,42 +6,27 @@
  * unreachable, the lease sized to the invocation, the DynamoDB requests per batch, and the
  * manifest's `sqs.attempts_reconciliation` cases.
  */
-import { DynamoDBClient, type DynamoDBClientConfig } from "@aws-sdk/client-dynamodb";
+import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
-import { beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Envelope } from "../../src/envelope.js";
 import type { HandlerContext } from "../../src/engine/index.js";
 import { fifoGroupOf, headersOf, redeliveriesOf, type SqsRuntimeContext, sqsHandler } from "../../handlers/lambda-sqs.js";
-import { DynamoDBStore, type DynamoDBStoreOptions, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
-import { freePort, localClientConfig, onEveryRequest } from "../../scripts/dynamodb-local.mjs";
+import { DynamoDBStore, type DynamoDBStoreOptions } from "../../entry/dynamodb.js";
+import { freePort, onEveryRequest } from "../../scripts/dynamodb-local.mjs";
 import { STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
-import { conformanceSkipReason, fixtureText, manifest, nextManifest, sampleEnvelope } from "../support/conformance-data.js";
+import { conformanceSkipReason, manifest, nextManifest, sampleBody } from "../support/conformance-data.js";
+import { localIdempotencyTable } from "../support/dynamodb-table.js";
+import { gateBody, testSchemaGateCases } from "../support/schema-gate.js";
 import { throwingOnAccess } from "../support/store-views.js";
 
-const endpoint = inject("dynamodbEndpoint");
-const table = `idempotency-lambda-${Date.now().toString(36)}`;
-const clientConfig = (overrides: DynamoDBClientConfig = {}): DynamoDBClientConfig => localClientConfig(endpoint, overrides);
+const { table, clientConfig, namespace } = localIdempotencyTable("lambda");
 
-let namespaceCounter = 0;
 function store(options: Partial<DynamoDBStoreOptions> = {}): DynamoDBStore {
-  namespaceCounter += 1;
-  return new DynamoDBStore({ table, namespace: `lambda-${namespaceCounter}`, clientConfig: clientConfig(), ...options });
+  return new DynamoDBStore({ table, namespace: namespace(), clientConfig: clientConfig(), ...options });
 }
-
-beforeAll(async () => {
-  await createIdempotencyTable(new DynamoDBClient(clientConfig()), idempotencyTableDefinition(table));
-});
 
 // ---- SQS events as Lambda delivers them -------------------------------------------------------
-
-
-function envelope(id: string | undefined, extra: Record<string, unknown> = {}): string {
-  const body = sampleEnvelope();
-  const meta = body.meta as Record<string, unknown>;
-  if (id === undefined) delete meta.id;
-  else meta.id = id;
-  return JSON.stringify({ ...body, ...extra });
-}
 
 const event = (records: SQSRecord[]): SQSEvent => ({ Records: records });
 const failedIds = (response: SQSBatchResponse) => response.batchItemFailures.map((f) => f.itemIdentifier);
@@ -61,12 +46,12 @@ describe("sqsHandler on DynamoDB Local", () => {
     let effects = 0;
     const handler = sqsHandler({ store: store({ client }), handle: () => void (effects += 1) });
     const ids = Array.from({ length: 10 }, (_, i) => `batch-${i}`);
-    const fresh = await handler(event(ids.map((id) => sqsRecord(envelope(id)))), lambdaContext());
+    const fresh = await handler(event(ids.map((id) => sqsRecord(sampleBody(id)))), lambdaContext());
     expect(fresh.batchItemFailures).toEqual([]);
     expect(effects).toBe(10);
     const newBatch = [...sent];
     sent.length = 0;
-    const again = await handler(event(ids.map((id) => sqsRecord(envelope(id), { receiveCount: "2" }))), lambdaContext());
+    const again = await handler(event(ids.map((id) => sqsRecord(sampleBody(id), { receiveCount: "2" }))), lambdaContext());
     expect(again.batchItemFailures).toEqual([]);
     expect(effects).toBe(10);
     const duplicateBatch = [...sent];
@@ -80,7 +65,7 @@ describe("sqsHandler on DynamoDB Local", () => {
     expect(duplicateBatch).toEqual(["BatchGetItemCommand"]);
     // Duplicates that look like first deliveries (a producer's second copy) are decided by the claims themselves.
     sent.length = 0;
-    const copies = await handler(event(ids.map((id) => sqsRecord(envelope(id)))), lambdaContext());
+    const copies = await handler(event(ids.map((id) => sqsRecord(sampleBody(id)))), lambdaContext());
     expect(copies.batchItemFailures).toEqual([]);
     expect(effects).toBe(10);
     expect(sent).toEqual(Array.from({ length: 10 }, () => "PutItemCommand"));
@@ -104,7 +89,7 @@ describe("sqsHandler on DynamoDB Local", () => {
     });
     // The queue: each id is sent 1-3 times (producer retries), every copy a separate SQS message.
     type Queued = { body: string; receives: number };
-    let queue: Queued[] = ids.flatMap((id) => Array.from({ length: 1 + Math.floor(Math.random() * 3) }, () => ({ body: envelope(id), receives: 0 })));
+    let queue: Queued[] = ids.flatMap((id) => Array.from({ length: 1 + Math.floor(Math.random() * 3) }, () => ({ body: sampleBody(id), receives: 0 })));
     let deliveries = 0;
     for (let round = 0; queue.length > 0 && round < 50; round += 1) {
       queue.sort(() => Math.random() - 0.5);
@@ -143,7 +128,7 @@ describe("sqsHandler on DynamoDB Local", () => {
     expect((await other.claim("held", 60_000)).status).toBe("claimed");
     const ran: string[] = [];
     const handler = sqsHandler({ store: s, handle: (_m, ctx) => void ran.push(ctx.key as string) });
-    const records = [sqsRecord(envelope("free-1")), sqsRecord(envelope("held")), sqsRecord(envelope("free-2"))];
+    const records = [sqsRecord(sampleBody("free-1")), sqsRecord(sampleBody("held")), sqsRecord(sampleBody("free-2"))];
     const response = await handler(event(records), lambdaContext());
     expect(failedIds(response)).toEqual([records[1]?.messageId]);
     expect(ran.sort()).toEqual(["free-1", "free-2"]);
@@ -161,15 +146,15 @@ describe("sqsHandler on DynamoDB Local", () => {
         if (fail) throw new Error("boom (scripted)");
       },
     });
-    const first = sqsRecord(envelope("retry-me"));
-    const neighbour = sqsRecord(envelope("fine"));
+    const first = sqsRecord(sampleBody("retry-me"));
+    const neighbour = sqsRecord(sampleBody("fine"));
     const response = await handler(event([first, neighbour]), lambdaContext(600_000));
     expect(failedIds(response)).toEqual([first.messageId]);
     // The long lease (10 min + margin) is gone: released, not waiting out.
     expect((await s.claim("retry-me", 1000)).status).toBe("claimed");
     await s.forget("retry-me");
     fail = false;
-    const retry = await handler(event([sqsRecord(envelope("retry-me"), { messageId: first.messageId, receiveCount: "2" })]), lambdaContext());
+    const retry = await handler(event([sqsRecord(sampleBody("retry-me"), { messageId: first.messageId, receiveCount: "2" })]), lambdaContext());
     expect(retry.batchItemFailures).toEqual([]);
     expect(seen.map((x) => x.attempts)).toEqual([0, 1]);
     expect(seen.map((x) => x.receive)).toEqual(["1", "2"]);
@@ -183,7 +168,7 @@ describe("sqsHandler on DynamoDB Local", () => {
       "{}",
       JSON.stringify({ job: "x", trace_id: "t", data: {}, meta: { schema_version: 2, id: "v2" }, attempts: 0 }),
       "[1,2,3]",
-      envelope("poison-neighbour"),
+      sampleBody("poison-neighbour"),
       '{"job": "x", "trace_id": "t", "data": {}, "meta": {"schema_version": 1, "id": "neg"}, "attempts": -1}',
     ];
     for (const onInvalid of ["retry", "drop"] as const) {
@@ -210,19 +195,19 @@ describe("sqsHandler on DynamoDB Local", () => {
       },
     });
     const records = [
-      sqsRecord(envelope("a1"), { group: "A" }),
-      sqsRecord(envelope("b1"), { group: "B" }),
-      sqsRecord(envelope("a2"), { group: "A" }),
-      sqsRecord(envelope("b2"), { group: "B" }),
-      sqsRecord(envelope("a3"), { group: "A" }),
-      sqsRecord(envelope("b3"), { group: "B" }),
+      sqsRecord(sampleBody("a1"), { group: "A" }),
+      sqsRecord(sampleBody("b1"), { group: "B" }),
+      sqsRecord(sampleBody("a2"), { group: "A" }),
+      sqsRecord(sampleBody("b2"), { group: "B" }),
+      sqsRecord(sampleBody("a3"), { group: "A" }),
+      sqsRecord(sampleBody("b3"), { group: "B" }),
     ];
     const response = await handler(event(records), lambdaContext());
     expect(failedIds(response)).toEqual([records[2]?.messageId, records[4]?.messageId]);
     expect(order.filter((k) => k.startsWith("a"))).toEqual(["a1", "a2"]);
     expect(order.filter((k) => k.startsWith("b"))).toEqual(["b1", "b2", "b3"]);
     // a3 was never claimed: the redelivery of the group's tail runs it in order.
-    const retry = await handler(event([sqsRecord(envelope("a2"), { group: "A", receiveCount: "2" }), sqsRecord(envelope("a3"), { group: "A", receiveCount: "2" })]), lambdaContext());
+    const retry = await handler(event([sqsRecord(sampleBody("a2"), { group: "A", receiveCount: "2" }), sqsRecord(sampleBody("a3"), { group: "A", receiveCount: "2" })]), lambdaContext());
     expect(failedIds(retry)).toHaveLength(2);
     expect(order.filter((k) => k.startsWith("a"))).toEqual(["a1", "a2", "a2"]);
   });
@@ -230,17 +215,17 @@ describe("sqsHandler on DynamoDB Local", () => {
   it("blocks the rest of a FIFO group behind a poison body too", async () => {
     const ran: string[] = [];
     const handler = sqsHandler({ store: store(), handle: (_m, ctx) => void ran.push(ctx.key as string) });
-    const records = [sqsRecord("garbage", { group: "G" }), sqsRecord(envelope("g2"), { group: "G" }), sqsRecord(envelope("h1"), { group: "H" })];
+    const records = [sqsRecord("garbage", { group: "G" }), sqsRecord(sampleBody("g2"), { group: "G" }), sqsRecord(sampleBody("h1"), { group: "H" })];
     const response = await handler(event(records), lambdaContext());
     expect(failedIds(response)).toEqual([records[0]?.messageId, records[1]?.messageId]);
     expect(ran).toEqual(["h1"]);
   });
 
   it("treats MessageGroupId on a standard queue as no FIFO group", () => {
-    const record = sqsRecord(envelope("x"), { arn: STANDARD_QUEUE_ARN });
+    const record = sqsRecord(sampleBody("x"), { arn: STANDARD_QUEUE_ARN });
     (record.attributes as unknown as Record<string, string>).MessageGroupId = "fair-queue-tenant";
     expect(fifoGroupOf(record)).toBeUndefined();
-    expect(fifoGroupOf(sqsRecord(envelope("x"), { group: "g" }))).toBe("g");
+    expect(fifoGroupOf(sqsRecord(sampleBody("x"), { group: "g" }))).toBe("g");
   });
 
   it("acknowledges nothing and runs nothing when the store is unreachable", async () => {
@@ -250,7 +235,7 @@ describe("sqsHandler on DynamoDB Local", () => {
       store: store({ clientConfig: clientConfig({ endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 }) }),
       handle: () => void (ran += 1),
     });
-    const records = [sqsRecord(envelope("u1")), sqsRecord(envelope("u2")), sqsRecord(envelope("u3"))];
+    const records = [sqsRecord(sampleBody("u1")), sqsRecord(sampleBody("u2")), sqsRecord(sampleBody("u3"))];
     const response = await handler(event(records), lambdaContext());
     expect(failedIds(response)).toEqual(records.map((r) => r.messageId));
     expect(ran).toBe(0);
@@ -260,7 +245,7 @@ describe("sqsHandler on DynamoDB Local", () => {
     const hostile = throwingOnAccess(store(), "claimMany");
     let ran = 0;
     const handler = sqsHandler({ store: hostile, handle: () => void (ran += 1) });
-    const records = [sqsRecord(envelope("e1")), sqsRecord(envelope("e2"))];
+    const records = [sqsRecord(sampleBody("e1")), sqsRecord(sampleBody("e2"))];
     const response = await handler(event(records), lambdaContext());
     expect(failedIds(response)).toEqual(records.map((r) => r.messageId));
     expect(ran).toBe(0);
@@ -278,7 +263,7 @@ describe("sqsHandler on DynamoDB Local", () => {
         if (other.status === "in-flight") parkedFor = other.retryAfterMs;
       },
     });
-    await handler(event([sqsRecord(envelope("lease-probe"))]), lambdaContext(120_000));
+    await handler(event([sqsRecord(sampleBody("lease-probe"))]), lambdaContext(120_000));
     expect(parkedFor).toBeGreaterThan(120_000);
     // 125 s, plus what DynamoDBStore may add on DynamoDB's clock: a cold store records a lease up to 3 s
     // and a round trip longer than asked (docs/stores/dynamodb.md); the store's default would be 60 s.
@@ -295,9 +280,9 @@ describe("sqsHandler on DynamoDB Local", () => {
         contexts.push(ctx);
       },
     });
-    const record = sqsRecord(envelope("ctx", { attempts: 1 }), { receiveCount: "4" });
+    const record = sqsRecord(sampleBody("ctx", { attempts: 1 }), { receiveCount: "4" });
     const invocation = lambdaContext();
-    await handler(event([record, sqsRecord(envelope(undefined))]), invocation);
+    await handler(event([record, sqsRecord(sampleBody(undefined))]), invocation);
     expect(messages[0]?.job).toBe("urn:babel:orders:created");
     expect(contexts[0]?.record).toBe(record);
     expect(contexts[0]?.lambdaContext).toBe(invocation);
@@ -321,7 +306,7 @@ describe("sqsHandler on DynamoDB Local", () => {
         effects.push(ctx.key as string);
       },
     });
-    const records = Array.from({ length: 10 }, (_, i) => sqsRecord(envelope(`hang-${i}`)));
+    const records = Array.from({ length: 10 }, (_, i) => sqsRecord(sampleBody(`hang-${i}`)));
     const started = Date.now();
     const response = await handler(event(records), lambdaContext(1_500));
     const elapsed = Date.now() - started;
@@ -332,7 +317,7 @@ describe("sqsHandler on DynamoDB Local", () => {
     expect(effects.sort()).toEqual(Array.from({ length: 9 }, (_, i) => `hang-${i}`));
     expect(await Promise.all(records.slice(0, 9).map((_, i) => s.seen(`hang-${i}`)))).toEqual(Array(9).fill(true));
     // The hung handler keeps its claim: a redelivery now is parked, not run a second time.
-    const redelivery = await handler(event([sqsRecord(envelope("hang-9"), { receiveCount: "2" })]), lambdaContext(1_500));
+    const redelivery = await handler(event([sqsRecord(sampleBody("hang-9"), { receiveCount: "2" })]), lambdaContext(1_500));
     expect(redelivery.batchItemFailures).toHaveLength(1);
     expect(effects.filter((k) => k === "hang-9")).toHaveLength(0);
     // When it finishes (Lambda thaws the environment), its commit is still made.
@@ -347,7 +332,7 @@ describe("sqsHandler on DynamoDB Local", () => {
     const seen: Record<string, string>[] = [];
     const handler = sqsHandler({ store: store(), handle: (_m, ctx) => void seen.push({ ...ctx.headers }) });
     const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    const record = sqsRecord(envelope("headers"), {
+    const record = sqsRecord(sampleBody("headers"), {
       messageAttributes: {
         traceparent: { dataType: "String", stringValue: traceparent, stringListValues: [], binaryListValues: [] },
         "bq-replay-bypass": { dataType: "String", stringValue: "1", stringListValues: [], binaryListValues: [] },
@@ -356,7 +341,7 @@ describe("sqsHandler on DynamoDB Local", () => {
         blob: { dataType: "Binary", binaryValue: "AAEC", stringListValues: [], binaryListValues: [] },
       } as SQSRecord["messageAttributes"],
     });
-    const plain = sqsRecord(envelope("no-attributes"));
+    const plain = sqsRecord(sampleBody("no-attributes"));
     await handler(event([record, plain]), lambdaContext());
     expect(seen[0]).toEqual({ traceparent, "bq-replay-bypass": "1", "bq-attempts": "2", "bq-lang": "php" });
     expect(headersOf(plain)).toEqual({});
@@ -386,7 +371,7 @@ describe("sqsHandler on DynamoDB Local", () => {
       it(testCase.name, async () => {
         let attempts: number | undefined;
         const handler = sqsHandler({ store: store(), handle: (_m, ctx) => void (attempts = ctx.attempts) });
-        const record = sqsRecord(envelope(`attempts-${testCase.name}`, { attempts: testCase.body_attempts }), {
+        const record = sqsRecord(sampleBody(`attempts-${testCase.name}`, { attempts: testCase.body_attempts }), {
           receiveCount: testCase.approximate_receive_count,
         });
         const response = await handler(event([record]), lambdaContext());
@@ -405,37 +390,21 @@ describe("manifest sqs.schema_version_gate (bq-schema-version, checked before th
   }
   const gate = nextManifest.sqs.schema_version_gate;
   expect(gate.property).toBe("bq-schema-version");
-  gate.cases.forEach((testCase, index) => {
-    const label = testCase.absent === true ? "absent" : JSON.stringify(testCase.value);
-    it(`${label} → ${testCase.expect}`, async () => {
-      let runs = 0;
-      const logs: string[] = [];
-      const handler = sqsHandler({
-        store: store(),
-        handle: () => void (runs += 1),
-        logger: { info: () => undefined, warn: (message: string) => void logs.push(message), error: (message: string) => void logs.push(message) },
-      });
-      const body = fixtureText(gate.fixture).replace(/"id":\s*"[^"]*"/, `"id": "gate-${index}-${Date.now()}"`);
-      const attributes =
-        testCase.absent === true ? {} : { [gate.property]: { dataType: "String", stringValue: testCase.value as string, binaryListValues: [], stringListValues: [] } };
-      const record = sqsRecord(body, { messageAttributes: attributes });
-      const response = await handler(event([record]), lambdaContext());
-      if (testCase.expect === "decode") {
-        expect(runs).toBe(1);
-        expect(response.batchItemFailures).toEqual([]);
-      } else {
-        expect(runs).toBe(0);
-        expect(response.batchItemFailures).toEqual([{ itemIdentifier: record.messageId }]);
-        expect(logs.some((line) => line.startsWith("invalid"))).toBe(true);
-      }
-    });
+  testSchemaGateCases(gate, async (testCase, index, probe) => {
+    const handler = sqsHandler({ store: store(), handle: probe.handle, logger: probe.logger });
+    const body = gateBody(gate, `gate-${index}-${Date.now()}`);
+    const attributes =
+      testCase.absent === true ? {} : { [gate.property]: { dataType: "String", stringValue: testCase.value as string, binaryListValues: [], stringListValues: [] } };
+    const record = sqsRecord(body, { messageAttributes: attributes });
+    const response = await handler(event([record]), lambdaContext());
+    return { failures: response.batchItemFailures, rejected: { itemIdentifier: record.messageId } };
   });
 
   it("a Binary bq-schema-version attribute is rejected, its neighbour decodes", async () => {
     let runs = 0;
     const handler = sqsHandler({ store: store(), handle: () => void (runs += 1), logger: false });
-    const binary = sqsRecord(envelope("gate-binary"), { messageAttributes: { [gate.property]: { dataType: "Binary", binaryValue: "MQ==", binaryListValues: [], stringListValues: [] } } });
-    const plain = sqsRecord(envelope("gate-plain"));
+    const binary = sqsRecord(sampleBody("gate-binary"), { messageAttributes: { [gate.property]: { dataType: "Binary", binaryValue: "MQ==", binaryListValues: [], stringListValues: [] } } });
+    const plain = sqsRecord(sampleBody("gate-plain"));
     const response = await handler(event([binary, plain]), lambdaContext());
     expect(runs).toBe(1);
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: binary.messageId }]);

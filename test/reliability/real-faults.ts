@@ -97,6 +97,16 @@ async function notCommitted(store: Store, ids: ReadonlySet<string>): Promise<num
   return seen.filter((held) => !held).length;
 }
 
+/** What every run of this file gives `simulate`: the fault's label, the store under test, the run's seed and size, the suite's timing. */
+function runOf(run: FaultRunOptions & { store: string }, faultMix: string, backend: Store) {
+  return { faultMix, store: run.store, backend, random: seededRandom(run.seed), messages: run.messages, ...TIMING };
+}
+
+/** Transactional mode on DynamoDB Local, when the run asks for it: effects written to and counted from their own table. */
+function dynamodbTransactional(effects: ReturnType<typeof dynamodbLocalTable> | undefined, namespace: string) {
+  return effects ? { transactional: { write: dynamodbEffect(effects.table, namespace), count: () => dynamodbEffects(effects.client, effects.table, namespace) } } : {};
+}
+
 const ms = (n: number | undefined) => (n === undefined ? "-" : `${(n / 1000).toFixed(1)} s`);
 
 // ---------------------------------------------------------------------------------------------
@@ -126,20 +136,15 @@ export async function skewedConsumers(run: FaultRunOptions & { store: string }):
   });
   try {
     const report = await simulate({
-      faultMix: SKEW_FAULT,
-      store: run.store,
-      backend: stores[0] as Store,
+      ...runOf(run, SKEW_FAULT, stores[0] as Store),
       backends: stores,
       consumers: stores.length,
-      random: seededRandom(run.seed),
-      messages: run.messages,
-      ...TIMING,
       handlerFailure: 0.05,
       crash: { beforeEffect: 0.03, afterEffectBeforeCommit: 0.03, afterCommitBeforeAck: 0.03 },
       kill: 0.1,
       killWithinMs: 60,
       handlerMs: [0, 50],
-      ...(effects ? { transactional: { write: dynamodbEffect(effects.table, namespace), count: () => dynamodbEffects(effects.client, effects.table, namespace) } } : {}),
+      ...dynamodbTransactional(effects, namespace),
     });
     const estimates = stores.map((store, i) => {
       const bounds = store.clockOffset();
@@ -209,18 +214,13 @@ export async function throttledClaims(run: FaultRunOptions & { store: string }):
   const byBatch = new Map<number, { id: string; result: MessageResult }[]>();
   try {
     const report = await simulate({
-      faultMix: THROTTLE_FAULT,
-      store: run.store,
-      backend: store,
-      random: seededRandom(run.seed),
-      messages: run.messages,
-      ...TIMING,
+      ...runOf(run, THROTTLE_FAULT, store),
       onResult: (id, result, batch) => {
         const list = byBatch.get(batch) ?? [];
         list.push({ id, result });
         byBatch.set(batch, list);
       },
-      ...(effects ? { transactional: { write: dynamodbEffect(effects.table, namespace), count: () => dynamodbEffects(effects.client, effects.table, namespace) } } : {}),
+      ...dynamodbTransactional(effects, namespace),
     });
     let batchesHit = 0;
     let wentOnBeside = 0;
@@ -280,12 +280,7 @@ export async function postgresRestart(run: FaultRunOptions & { store: string; mo
     let awayFrom = 0;
     let awayMs = 0;
     const report = await simulate({
-      faultMix: postgresRestartFault(run.mode),
-      store: run.store,
-      backend: store,
-      random: seededRandom(run.seed),
-      messages: run.messages,
-      ...TIMING,
+      ...runOf(run, postgresRestartFault(run.mode), store),
       handlerFailure: 0.05,
       onResult: acks.onResult,
       outage: {
@@ -337,12 +332,7 @@ export async function redisRestart(run: FaultRunOptions & { store: string }): Pr
     let awayFrom = 0;
     let awayMs = 0;
     const report = await simulate({
-      faultMix: REDIS_RESTART_FAULT,
-      store: run.store,
-      backend: store,
-      random: seededRandom(run.seed),
-      messages: run.messages,
-      ...TIMING,
+      ...runOf(run, REDIS_RESTART_FAULT, store),
       handlerFailure: 0.05,
       onResult: acks.onResult,
       // Down longer than the store's timeout: the batches meanwhile fail (ioredis' offline queue would otherwise carry a shorter outage unnoticed).
@@ -396,6 +386,38 @@ export interface FailoverRun {
 export const LOST_COMMIT = "commit acknowledged, lost in the failover";
 export const LOST_CLAIM = "claim lost in the failover";
 
+/**
+ * What both failovers track: the acks, the deliveries answered commit-failed, the acknowledged
+ * commits the node that took over lacks (`lost`) and the ids in flight during the fault (`inWindow`),
+ * whose repeats the report explains under `LOST_COMMIT` / `LOST_CLAIM`.
+ */
+function failoverTally() {
+  const acks = ackTracker();
+  const tally = {
+    acks,
+    commitFailed: 0,
+    acknowledgedBefore: 0,
+    lost: new Set<string>(),
+    inWindow: new Set<string>(),
+    onResult: (id: string, result: MessageResult) => {
+      acks.onResult(id, result);
+      if (result.status === "commit-failed") tally.commitFailed += 1;
+    },
+    explainedRepeats: [
+      { label: LOST_COMMIT, ids: (): ReadonlySet<string> => tally.lost },
+      { label: LOST_CLAIM, ids: (): ReadonlySet<string> => tally.inWindow },
+    ],
+    run: (report: SimulationReport): FailoverRun => ({
+      report,
+      acknowledgedBefore: tally.acknowledgedBefore,
+      lostCommits: tally.lost.size,
+      commitFailed: tally.commitFailed,
+      inWindow: tally.inWindow.size,
+    }),
+  };
+  return tally;
+}
+
 export async function redisFailover(run: FaultRunOptions & { store: string; waitReplicas: number }): Promise<FailoverRun> {
   const nodes: RedisNode[] = [];
   const primary = await startRedisNode();
@@ -415,30 +437,20 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
       timeoutMs: 1_000,
       ...(run.waitReplicas > 0 ? { waitReplicas: run.waitReplicas, waitTimeoutMs: 200 } : {}),
     });
-    const acks = ackTracker();
-    let commitFailed = 0;
+    const tally = failoverTally();
     /** Commits answered (`ran` or `commit-failed`) so far. */
     let commits = 0;
-    let acknowledgedBefore = 0;
-    let lost = new Set<string>();
     // From the cut to the endpoint's move: a claim made on the primary then may be missing on the
     // promoted replica, so another delivery claims the id while its first owner still runs it.
     let cutAt = Number.POSITIVE_INFINITY;
     let movedAt = Number.POSITIVE_INFINITY;
-    const inWindow = new Set<string>();
     const report = await simulate({
-      faultMix: redisFailoverFault(run.waitReplicas),
-      store: run.store,
-      backend: store,
-      random: seededRandom(run.seed),
-      messages: run.messages,
-      ...TIMING,
+      ...runOf(run, redisFailoverFault(run.waitReplicas), store),
       handlerMs: [5, 30],
       onResult: (id, result, _batch, startedAt) => {
-        acks.onResult(id, result);
-        if (result.status === "commit-failed") commitFailed += 1;
+        tally.onResult(id, result);
         if (result.status === "ran" || result.status === "commit-failed") commits += 1;
-        if (startedAt <= movedAt && Date.now() >= cutAt) inWindow.add(id);
+        if (startedAt <= movedAt && Date.now() >= cutAt) tally.inWindow.add(id);
       },
       outage: {
         atFraction: 0.2,
@@ -459,10 +471,10 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
           try {
             await promoted.call("REPLICAOF", "NO", "ONE");
             // Every batch answered by the dead primary has answered by now (it died durationMs ago).
-            const acknowledged = [...acks.ran];
-            acknowledgedBefore = acknowledged.length;
+            const acknowledged = [...tally.acks.ran];
+            tally.acknowledgedBefore = acknowledged.length;
             const held = await new RedisStore({ client: ioredisScriptClient(promoted), namespace }).seenMany(acknowledged);
-            lost = new Set(acknowledged.filter((_, i) => !held[i]));
+            tally.lost = new Set(acknowledged.filter((_, i) => !held[i]));
             if (run.waitReplicas > 0) {
               // A new replica for the promoted primary, so that commits can be confirmed again.
               const fresh = await startRedisNode({ args: ["--replicaof", "127.0.0.1", String(replica.port)] });
@@ -476,12 +488,9 @@ export async function redisFailover(run: FaultRunOptions & { store: string; wait
           movedAt = Date.now();
         },
       },
-      explainedRepeats: [
-        { label: LOST_COMMIT, ids: () => lost },
-        { label: LOST_CLAIM, ids: () => inWindow },
-      ],
+      explainedRepeats: tally.explainedRepeats,
     });
-    return { report, acknowledgedBefore, lostCommits: lost.size, commitFailed, inWindow: inWindow.size };
+    return tally.run(report);
   } finally {
     client.disconnect();
     await front.close();
@@ -537,28 +546,18 @@ export async function redisClusterFailover(run: FaultRunOptions & { store: strin
       timeoutMs: 1_000,
       ...(run.waitReplicas > 0 ? { waitReplicas: run.waitReplicas, waitTimeoutMs: 200 } : {}),
     });
-    const acks = ackTracker();
-    let commitFailed = 0;
-    let acknowledgedBefore = 0;
-    let lost = new Set<string>();
+    const tally = failoverTally();
     let killedAt = Number.POSITIVE_INFINITY;
     let takenOverAt = Number.POSITIVE_INFINITY;
     let ackedWhileMasterless = 0;
-    const inWindow = new Set<string>();
     const report = await simulate({
-      faultMix: redisClusterFailoverFault(run.waitReplicas),
-      store: run.store,
-      backend: store,
-      random: seededRandom(run.seed),
-      messages: run.messages,
-      ...TIMING,
+      ...runOf(run, redisClusterFailoverFault(run.waitReplicas), store),
       handlerMs: [5, 30],
       onResult: (id, result, _batch, startedAt) => {
-        acks.onResult(id, result);
-        if (result.status === "commit-failed") commitFailed += 1;
+        tally.onResult(id, result);
         const now = Date.now();
         if (startedAt >= killedAt && now < takenOverAt && inVictimSlots(id) && result.ack && (result.status === "ran" || result.status === "duplicate")) ackedWhileMasterless += 1;
-        if (startedAt <= takenOverAt && now >= killedAt && inVictimSlots(id)) inWindow.add(id);
+        if (startedAt <= takenOverAt && now >= killedAt && inVictimSlots(id)) tally.inWindow.add(id);
       },
       midRun: {
         atFraction: 0.3,
@@ -575,13 +574,13 @@ export async function redisClusterFailover(run: FaultRunOptions & { store: strin
             takenOverAt = Date.now();
             // Every batch that could reach the dead master has answered by now: what did the heir get?
             await waitUntil("the cluster to agree", async () => (await Promise.all(seeds.filter((seed) => seed.port !== victim.port).map((seed) => clusterState(seed.port)))).every((state) => state.includes("cluster_state:ok")));
-            const acknowledged = [...acks.ran].filter(inVictimSlots);
-            acknowledgedBefore = acknowledged.length;
+            const acknowledged = [...tally.acks.ran].filter(inVictimSlots);
+            tally.acknowledgedBefore = acknowledged.length;
             const checker = new Cluster(seeds.filter((seed) => seed.port !== victim.port));
             checker.on("error", () => {});
             try {
               const held = await new RedisStore({ client: ioredisScriptClient(checker), namespace, buckets: CLUSTER_BUCKETS }).seenMany(acknowledged);
-              lost = new Set(acknowledged.filter((_, i) => !held[i]));
+              tally.lost = new Set(acknowledged.filter((_, i) => !held[i]));
             } finally {
               checker.disconnect();
             }
@@ -593,12 +592,9 @@ export async function redisClusterFailover(run: FaultRunOptions & { store: strin
           if (run.waitReplicas > 0) await replicaLinked(victimNode.port);
         },
       },
-      explainedRepeats: [
-        { label: LOST_COMMIT, ids: () => lost },
-        { label: LOST_CLAIM, ids: () => inWindow },
-      ],
+      explainedRepeats: tally.explainedRepeats,
     });
-    return { report, acknowledgedBefore, lostCommits: lost.size, commitFailed, inWindow: inWindow.size, ackedWhileMasterless, masterlessMs: takenOverAt - killedAt };
+    return { ...tally.run(report), ackedWhileMasterless, masterlessMs: takenOverAt - killedAt };
   } finally {
     client.disconnect();
     await cluster.stop();

@@ -36,6 +36,7 @@ import type { EngineEvent } from "../../src/engine/index.js";
 import { StoreUnavailableError } from "../../src/errors.js";
 import { type KafkaBatchResponse, kafkaHandler } from "../../handlers/lambda-kafka.js";
 import { kafkaRecord, lambdaContext, mskEvent } from "../../scripts/lambda-events.js";
+import { type CrashRates, commonReport, countEffects, countKill, crashPoint, emptyWindow, envelope, killable, never, shuffle, sleep } from "./broker-parts.js";
 import type { FaultSwitch } from "./faults.js";
 import type { SimulationReport } from "./simulate.js";
 
@@ -59,7 +60,7 @@ export interface KafkaSimulationOptions {
   leaseMarginMs?: number;
   deadlineMarginMs?: number;
   /** Per batch: probability of each crash point. */
-  crash?: { beforeEffect?: number; afterEffectBeforeCommit?: number; afterCommitBeforeAck?: number };
+  crash?: CrashRates;
   /** Per handler run: probability that it throws. */
   handlerFailure?: number;
   /** Per batch: probability that a rebalance revokes its partitions before the offsets are committed. */
@@ -105,30 +106,6 @@ interface LogRecord {
 }
 
 const TOPIC = "orders";
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const never = new Promise<never>(() => {});
-
-function envelope(id: string, n: number): string {
-  return JSON.stringify({
-    job: "urn:babel:reliability:effect",
-    trace_id: `trace-${n}`,
-    data: { n },
-    meta: { id, queue: TOPIC, lang: "node", schema_version: 1, created_at: n },
-    attempts: 0,
-  });
-}
-
-/** The store as a killed process sees it: once `dead()` is true, no call reaches the backend and none answers. */
-function killable<S extends Store>(store: S, dead: () => boolean): S {
-  return new Proxy(store, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver) as unknown;
-      if (typeof value !== "function") return value;
-      return (...args: unknown[]) => (dead() ? never : (value as (...a: unknown[]) => unknown).apply(target, args));
-    },
-  });
-}
-
 export async function simulateKafka(options: KafkaSimulationOptions): Promise<KafkaSimulationReport> {
   const random = options.random;
   const partitions = options.partitions ?? 4;
@@ -136,7 +113,6 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
   const consumers = options.consumers ?? 3;
   const invocationMs = options.invocationMs ?? 1_500;
   const retryDelayMs = options.retryDelayMs ?? 50;
-  const crash = { beforeEffect: 0, afterEffectBeforeCommit: 0, afterCommitBeforeAck: 0, ...options.crash };
   const handlerFailure = options.handlerFailure ?? 0;
   const deadline = Date.now() + (options.deadlineMs ?? 240_000);
 
@@ -151,14 +127,11 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
     const copies = 1 + Math.floor(random() * (options.maxCopies ?? 2));
     for (let c = 0; c < copies; c += 1) produce.push({ id, n, partition });
   }
-  for (let i = produce.length - 1; i > 0; i -= 1) {
-    const j = Math.floor(random() * (i + 1));
-    [produce[i], produce[j]] = [produce[j] as (typeof produce)[number], produce[i] as (typeof produce)[number]];
-  }
+  shuffle(random, produce);
   const logs: LogRecord[][] = Array.from({ length: partitions }, () => []);
   for (const { id, n, partition } of produce) {
     const log = logs[partition] as LogRecord[];
-    log.push({ id, partition, offset: log.length, body: envelope(id, n) });
+    log.push({ id, partition, offset: log.length, body: envelope(id, n, TOPIC) });
   }
 
   const committed = Array.from({ length: partitions }, () => 0);
@@ -173,7 +146,7 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
   /** Per partition, the highest offset whose id's first effect ran. */
   const firstEffectHigh = Array.from({ length: partitions }, () => -1);
   const figures: KafkaFigures = { partitions, rebalances: 0, replayedByRebalance: 0, resumes: 0, outOfOrder: 0, badResponses: 0, answeredBeforeCommit: 0, lateCommitRepeats: 0 };
-  const window = { kills: 0, killRepeats: 0, runningAtKill: 0, committingAtKill: 0, batchAtKill: 0, hangs: 0, returnedByHang: 0, hangRepeats: 0 };
+  const window = emptyWindow();
   let deliveries = 0;
   let crashes = 0;
   let storeUnavailable = 0;
@@ -184,10 +157,7 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
   const take = (): LogRecord[] => {
     const now = Date.now();
     const free = logs.map((_, p) => p).filter((p) => !busy[p] && (notBefore[p] as number) <= now && (committed[p] as number) < (logs[p] as LogRecord[]).length);
-    for (let i = free.length - 1; i > 0; i -= 1) {
-      const j = Math.floor(random() * (i + 1));
-      [free[i], free[j]] = [free[j] as number, free[i] as number];
-    }
+    shuffle(random, free);
     const batch: LogRecord[] = [];
     for (const p of free) {
       if (batch.length >= batchSize) break;
@@ -210,15 +180,7 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
       }
       deliveries += batch.length;
       const held = [...new Set(batch.map((record) => record.partition))];
-      const roll = random();
-      const point =
-        roll < crash.beforeEffect
-          ? "before-effect"
-          : roll < crash.beforeEffect + crash.afterEffectBeforeCommit
-            ? "after-effect"
-            : roll < crash.beforeEffect + crash.afterEffectBeforeCommit + crash.afterCommitBeforeAck
-              ? "after-commit"
-              : "none";
+      const point = crashPoint(random, options.crash);
       const running = new Set<string>();
       const committing = new Set<string>();
       // The process is gone at this moment: effects whose commit had not landed are the window.
@@ -282,11 +244,7 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
       if (killAt !== undefined) {
         killTimer = setTimeout(() => {
           if (dead) return;
-          window.kills += 1;
-          window.runningAtKill += running.size;
-          window.committingAtKill += committing.size;
-          window.batchAtKill += batch.length;
-          for (const id of committing) killWindow.add(id);
+          countKill(window, { running, committing, batchSize: batch.length }, killWindow);
           died();
         }, killAt);
       }
@@ -334,38 +292,22 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
   const started = Date.now();
   await Promise.all(Array.from({ length: consumers }, consumer));
 
-  let lost = 0;
-  let total = 0;
   const duplicates = { crashWindow: 0, commitFailed: 0, unexplained: 0 };
-  for (const id of ids) {
-    const count = effects.get(id) ?? 0;
-    total += count;
-    if (count === 0) lost += 1;
-    if (count <= 1) continue;
+  const counted = countEffects(ids, effects, (id, repeats) => {
     if (killWindow.has(id)) {
-      duplicates.crashWindow += count - 1;
-      window.killRepeats += count - 1;
-    } else if (crashWindow.has(id)) duplicates.crashWindow += count - 1;
+      duplicates.crashWindow += repeats;
+      window.killRepeats += repeats;
+    } else if (crashWindow.has(id)) duplicates.crashWindow += repeats;
     else if (lateCommit.has(id)) {
-      duplicates.crashWindow += count - 1;
-      figures.lateCommitRepeats += count - 1;
-    } else if (commitFailed.has(id)) duplicates.commitFailed += count - 1;
-    else duplicates.unexplained += count - 1;
-  }
+      duplicates.crashWindow += repeats;
+      figures.lateCommitRepeats += repeats;
+    } else if (commitFailed.has(id)) duplicates.commitFailed += repeats;
+    else duplicates.unexplained += repeats;
+  });
   return {
-    store: options.store,
-    faultMix: options.faultMix,
-    messages: ids.length,
-    deliveries,
-    effects: total,
-    lost,
+    ...commonReport(options, counted, { deliveries, crashes, storeUnavailable, window }, started),
     duplicates,
-    crashes,
     ackedDuringOutage: 0,
-    window,
-    storeFaults: { ...(options.faults?.injected ?? {}) },
-    storeUnavailable,
-    elapsedMs: Date.now() - started,
     kafka: figures,
   };
 }

@@ -32,7 +32,10 @@ import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine/index.js";
 import { DeadlineExceededError, StoreUnavailableError } from "../../src/errors.js";
+import { type CrashRates, type WindowReport, commonReport, countEffects, countKill, crashPoint, emptyWindow, envelope, killable, never, shuffle, sleep } from "./broker-parts.js";
 import type { FaultSwitch } from "./faults.js";
+
+export type { WindowReport } from "./broker-parts.js";
 
 export interface SimulationOptions {
   store: string;
@@ -56,7 +59,7 @@ export interface SimulationOptions {
   /** When an unacknowledged delivery reappears. */
   visibilityMs?: number;
   /** Per batch: probability of each crash point. */
-  crash?: { beforeEffect?: number; afterEffectBeforeCommit?: number; afterCommitBeforeAck?: number };
+  crash?: CrashRates;
   /** Per handler run: probability that it throws. */
   handlerFailure?: number;
   /**
@@ -116,28 +119,6 @@ export interface SimulationOptions {
   };
 }
 
-/** The window faults' counts. */
-export interface WindowReport {
-  kills: number;
-  /** Effects repeated because an invocation was killed after them and before their commit landed. */
-  killRepeats: number;
-  /** Handlers running (started, not finished) at the kill moments, summed. */
-  runningAtKill: number;
-  /** Effects done whose commit had not landed at the kill moments, summed (the bound on killRepeats). */
-  committingAtKill: number;
-  /** Deliveries in the killed batches, summed (what the old end-of-batch commit exposed). */
-  batchAtKill: number;
-  hangs: number;
-  /**
-   * Records of batches with a hung handler that the hang sent back to the queue: the whole batch when
-   * the invocation died, else the results the deadline decided (`DeadlineExceededError`: the hung
-   * record, and any not started). A park or a failure in the same batch is not the hang's doing.
-   */
-  returnedByHang: number;
-  /** Effects repeated in ids of batches with a hung handler. */
-  hangRepeats: number;
-}
-
 export interface SimulationReport {
   store: string;
   faultMix: string;
@@ -172,26 +153,12 @@ interface QueuedDelivery {
   visibleAt: number;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const never = new Promise<never>(() => {});
-
-function envelope(id: string, n: number): string {
-  return JSON.stringify({
-    job: "urn:babel:reliability:effect",
-    trace_id: `trace-${n}`,
-    data: { n },
-    meta: { id, queue: "reliability", lang: "node", schema_version: 1, created_at: n },
-    attempts: 0,
-  });
-}
-
 export async function simulate(options: SimulationOptions): Promise<SimulationReport> {
   const random = options.random;
   const batchSize = options.batchSize ?? 10;
   const consumers = options.consumers ?? 4;
   const leaseMs = options.leaseMs ?? 2_000;
   const visibilityMs = options.visibilityMs ?? Math.round(leaseMs * 1.25);
-  const crash = { beforeEffect: 0, afterEffectBeforeCommit: 0, afterCommitBeforeAck: 0, ...options.crash };
   const handlerFailure = options.handlerFailure ?? 0;
   const deadline = Date.now() + (options.deadlineMs ?? 240_000);
 
@@ -202,12 +169,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const id = `rel-${tag}-${n}`;
     ids.push(id);
     const copies = 1 + Math.floor(random() * (options.maxCopies ?? 3));
-    for (let c = 0; c < copies; c += 1) queue.push({ id, body: envelope(id, n), receiveCount: 1, visibleAt: 0 });
+    for (let c = 0; c < copies; c += 1) queue.push({ id, body: envelope(id, n, "reliability"), receiveCount: 1, visibleAt: 0 });
   }
-  for (let i = queue.length - 1; i > 0; i -= 1) {
-    const j = Math.floor(random() * (i + 1));
-    [queue[i], queue[j]] = [queue[j] as QueuedDelivery, queue[i] as QueuedDelivery];
-  }
+  shuffle(random, queue);
 
   const effects = new Map<string, number>();
   /** Ids whose handler did its effect at least once (in transactional mode: wrote it; the database has the truth). */
@@ -216,7 +180,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const crashWindow = new Set<string>();
   /** Ids acknowledged as commit-failed: the effect ran, the commit did not land. */
   const commitFailed = new Set<string>();
-  const window: WindowReport = { kills: 0, killRepeats: 0, runningAtKill: 0, committingAtKill: 0, batchAtKill: 0, hangs: 0, returnedByHang: 0, hangRepeats: 0 };
+  const window = emptyWindow();
   /** Ids exposed by a kill (effect done, commit not landed at the kill) and ids of hung batches. */
   const killWindow = new Set<string>();
   const hungBatchIds = new Set<string>();
@@ -290,15 +254,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const batchNumber = batches;
       const startedDown = outageActive;
       const startedAt = Date.now();
-      const roll = random();
-      const point =
-        roll < crash.beforeEffect
-          ? "before-effect"
-          : roll < crash.beforeEffect + crash.afterEffectBeforeCommit
-            ? "after-effect"
-            : roll < crash.beforeEffect + crash.afterEffectBeforeCommit + crash.afterCommitBeforeAck
-              ? "after-commit"
-              : "none";
+      const point = crashPoint(random, options.crash);
       let died: () => void = () => {};
       const death = new Promise<"died">((resolve) => {
         died = () => resolve("died");
@@ -362,11 +318,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       if (killAt !== undefined) {
         killTimer = setTimeout(() => {
           killed = true;
-          window.kills += 1;
-          window.runningAtKill += running.size;
-          window.committingAtKill += committing.size;
-          window.batchAtKill += batch.length;
-          for (const id of committing) killWindow.add(id);
+          countKill(window, { running, committing, batchSize: batch.length }, killWindow);
           died();
         }, killAt);
       }
@@ -418,43 +370,27 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     crashWindow.clear();
     killWindow.clear();
   }
-  let lost = 0;
-  let total = 0;
   const explained = await Promise.all((options.explainedRepeats ?? []).map(async ({ label, ids: named }) => ({ label, ids: await named() })));
   const byFault: Record<string, number> = Object.fromEntries(explained.map(({ label }) => [label, 0]));
   const duplicates: SimulationReport["duplicates"] = { crashWindow: 0, commitFailed: 0, ...(explained.length === 0 ? {} : { byFault }), unexplained: 0 };
-  for (const id of ids) {
-    const count = effects.get(id) ?? 0;
-    total += count;
-    if (count === 0) lost += 1;
-    if (count <= 1) continue;
-    if (hungBatchIds.has(id)) window.hangRepeats += count - 1;
-    if (crashWindow.has(id)) duplicates.crashWindow += count - 1;
+  const counted = countEffects(ids, effects, (id, repeats) => {
+    if (hungBatchIds.has(id)) window.hangRepeats += repeats;
+    if (crashWindow.has(id)) duplicates.crashWindow += repeats;
     else if (killWindow.has(id)) {
-      duplicates.crashWindow += count - 1;
-      window.killRepeats += count - 1;
-    } else if (commitFailed.has(id)) duplicates.commitFailed += count - 1;
+      duplicates.crashWindow += repeats;
+      window.killRepeats += repeats;
+    } else if (commitFailed.has(id)) duplicates.commitFailed += repeats;
     else {
       const fault = explained.find((set) => set.ids.has(id));
-      if (fault === undefined) duplicates.unexplained += count - 1;
-      else byFault[fault.label] = (byFault[fault.label] ?? 0) + count - 1;
+      if (fault === undefined) duplicates.unexplained += repeats;
+      else byFault[fault.label] = (byFault[fault.label] ?? 0) + repeats;
     }
-  }
+  });
   return {
-    store: options.store,
-    faultMix: options.faultMix,
-    messages: ids.length,
-    deliveries,
-    effects: total,
-    lost,
+    ...commonReport(options, counted, { deliveries, crashes, storeUnavailable, window }, started),
     duplicates,
-    crashes,
     ackedDuringOutage,
-    window,
-    storeFaults: { ...(options.faults?.injected ?? {}) },
-    storeUnavailable,
     ...(recoveryMs === undefined ? {} : { recoveryMs }),
-    elapsedMs: Date.now() - started,
   };
 }
 
@@ -471,17 +407,6 @@ export function windowProblems(report: SimulationReport, guarded = true): string
   if (w.hangRepeats > 0) problems.push(`hangs repeated ${w.hangRepeats} effects`);
   if (guarded && w.hangs > 0 && w.returnedByHang > w.hangs * 2) problems.push(`hangs returned ${w.returnedByHang} records for ${w.hangs} hangs`);
   return problems;
-}
-
-/** The store as a killed process sees it: once `dead()` is true, no call reaches the backend and none answers. */
-function killable<S extends Store>(store: S, dead: () => boolean): S {
-  return new Proxy(store, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver) as unknown;
-      if (typeof value !== "function") return value;
-      return (...args: unknown[]) => (dead() ? never : (value as (...a: unknown[]) => unknown).apply(target, args));
-    },
-  });
 }
 
 /** The window faults, one row per run that had any. */

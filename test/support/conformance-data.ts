@@ -116,6 +116,18 @@ export function sampleEnvelope(): Record<string, unknown> {
   };
 }
 
+/**
+ * The sample envelope as the body a queue carries, with `meta.id` = `id` (no `meta.id` when `id` is
+ * undefined) and `extra` top-level fields over it.
+ */
+export function sampleBody(id: string | undefined, extra: Record<string, unknown> = {}): string {
+  const body = sampleEnvelope();
+  const meta = body.meta as Record<string, unknown>;
+  if (id === undefined) delete meta.id;
+  else meta.id = id;
+  return JSON.stringify({ ...body, ...extra });
+}
+
 /** The raw bytes of a fixture as the wire carries them (JSON text). */
 export function fixtureText(file: string): string {
   return JSON.stringify(fixture(file));

@@ -9,7 +9,8 @@
  *
  * What this is *not*: a RESP validator or a fault injector (scripts/tcp-proxy.ts cuts connections).
  */
-import { type AddressInfo, type Socket, connect, createServer } from "node:net";
+import { type Socket, createServer } from "node:net";
+import { closeServer, connectUpstream, listenOnLoopback } from "../../scripts/tcp-proxy.js";
 
 export interface RespCounts {
   writes: number;
@@ -70,9 +71,7 @@ export async function startRespProxy(targetPort: number): Promise<RespProxy> {
   const sockets = new Set<Socket>();
   const counts: RespCounts = { writes: 0, commands: new Map(), scriptKeys: 0 };
   const server = createServer((client) => {
-    const upstream = connect({ host: "127.0.0.1", port: targetPort });
-    sockets.add(client);
-    sockets.add(upstream);
+    const upstream = connectUpstream(client, targetPort, sockets);
     const reader = new RespReader((parts) => {
       const name = (parts[0] ?? "").toUpperCase();
       counts.commands.set(name, (counts.commands.get(name) ?? 0) + 1);
@@ -84,20 +83,10 @@ export async function startRespProxy(targetPort: number): Promise<RespProxy> {
       upstream.write(chunk);
     });
     upstream.on("data", (chunk: Buffer) => client.write(chunk));
-    const close = () => {
-      client.destroy();
-      upstream.destroy();
-      sockets.delete(client);
-      sockets.delete(upstream);
-    };
-    client.on("close", close);
-    upstream.on("close", close);
-    client.on("error", close);
-    upstream.on("error", close);
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = await listenOnLoopback(server);
   return {
-    port: (server.address() as AddressInfo).port,
+    port,
     targetPort,
     counts,
     reset: () => {
@@ -105,10 +94,6 @@ export async function startRespProxy(targetPort: number): Promise<RespProxy> {
       counts.commands.clear();
       counts.scriptKeys = 0;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
+    close: () => closeServer(server, sockets),
   };
 }

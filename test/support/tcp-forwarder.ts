@@ -7,7 +7,8 @@
  * What this is *not*: a partition (scripts/tcp-proxy.ts `cut` resets connections and keeps the
  * target) or anything meant to listen beyond loopback.
  */
-import { type Server, type Socket, connect, createServer } from "node:net";
+import { type Server, type Socket, createServer } from "node:net";
+import { closeServer, connectUpstream, listenOnLoopback } from "../../scripts/tcp-proxy.js";
 
 export interface TcpForwarder {
   /** The forwarder's own port on 127.0.0.1: point the client here. */
@@ -22,31 +23,17 @@ export async function startTcpForwarder(targetPort: number): Promise<TcpForwarde
   let target = targetPort;
   const open = new Set<Socket>();
   const server: Server = createServer((client) => {
-    const upstream = connect({ host: "127.0.0.1", port: target });
-    for (const socket of [client, upstream]) {
-      open.add(socket);
-      socket.on("error", () => undefined);
-      socket.on("close", () => {
-        open.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
+    const upstream = connectUpstream(client, target, open);
     client.pipe(upstream);
     upstream.pipe(client);
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
+  const port = await listenOnLoopback(server);
   return {
-    port: typeof address === "object" && address !== null ? address.port : 0,
+    port,
     moveTo(port) {
       target = port;
       for (const socket of open) socket.destroy();
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of open) socket.destroy();
-        server.close(() => resolve());
-      }),
+    close: () => closeServer(server, open),
   };
 }

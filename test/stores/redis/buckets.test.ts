@@ -16,7 +16,8 @@ import { Cluster } from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import type { BatchClaim, ClaimingStore } from "../../../src/contract.js";
 import { RedisStore, ioredisScriptClient } from "../../../entry/redis.js";
-import { bucketOf, fnv1a32, jumpHash } from "../../../stores/redis/buckets.js";
+import { fnv1a32 } from "../../../stores/fnv1a.js";
+import { bucketOf, jumpHash } from "../../../stores/redis/buckets.js";
 import { CountingConsumer, idRange, seededRandom, statusCounts } from "../../support/redis-batches.js";
 
 const cluster = new Cluster(inject("redisClusterPorts").map((port) => ({ host: "127.0.0.1", port })));
