@@ -99,6 +99,20 @@ interface PageVisit {
 let site: StaticSite;
 let context: BrowserContext;
 let profile: string;
+/**
+ * The text of the first h1 once one containing `text` has rendered (empty when none does within
+ * 10 s, so the caller's expectation fails with what the page shows instead).
+ */
+async function firstHeading(page: Page, text: string): Promise<string> {
+  const heading = page.locator("h1", { hasText: text }).first();
+  try {
+    await heading.waitFor({ state: "visible", timeout: 10_000 });
+  } catch {
+    return (await page.locator("h1").first().textContent()) ?? "";
+  }
+  return (await heading.textContent()) ?? "";
+}
+
 const visits = new Map<string, PageVisit>();
 
 async function visit(page: Page, path: string): Promise<PageVisit> {
@@ -243,14 +257,15 @@ describe("the documentation site, in Chromium", () => {
       }
       await nav.getByRole("link", { name: "Stores", exact: true }).click();
       await page.waitForURL(/\/stores\/$/);
-      await expect(page.locator("h1").first().textContent()).resolves.toContain("Choosing a store");
+      // VitePress routes on the client: the URL changes before the new page renders, so wait for its h1.
+      await expect(firstHeading(page, "Choosing a store")).resolves.toContain("Choosing a store");
       const sidebar = page.locator(".VPSidebar");
       for (const text of ["Lambda + SQS", "Lambda + Kafka", "Cloudflare Queues", "Joining a BabelQueue fleet", "DynamoDB", "Durable Objects", "Redrive and replay", "Reliability"]) {
         await expect(sidebar.getByRole("link", { name: text, exact: true }).count()).resolves.toBeGreaterThanOrEqual(1);
       }
       await sidebar.getByRole("link", { name: "DynamoDB", exact: true }).click();
       await page.waitForURL(/\/stores\/dynamodb\.html$/);
-      await expect(page.locator("h1").first().textContent()).resolves.toContain("DynamoDB");
+      await expect(firstHeading(page, "DynamoDB")).resolves.toContain("DynamoDB");
     } finally {
       await page.close();
     }
