@@ -11,6 +11,7 @@ import type { EngineEvent } from "../../src/events.js";
 import { createObservability } from "../../src/observability/index.js";
 import { traceIdParent } from "../../src/observability/trace-context.js";
 import { BatchTracing, type TracingOptions, checkTracingOptions, otelTracing } from "../../src/observability/tracing.js";
+import { thrownBy } from "../support/caught.js";
 import { FakeTraceState, fakeOtel } from "./fake-otel.js";
 import { result } from "./harness.js";
 
@@ -35,14 +36,7 @@ describe("the tracing option", () => {
   const message = (inner: string) => `option "tracing" must be false or { api } with the "@opentelemetry/api" module (${inner})`;
   const API_MESSAGE = 'tracing.api must be the "@opentelemetry/api" module (import * as otel from "@opentelemetry/api")';
 
-  function thrown(tracing: unknown): unknown {
-    try {
-      createObservability({ tracing: otelTracing(tracing as TracingOptions) }, { system: "aws_sqs" });
-    } catch (error) {
-      return error;
-    }
-    return undefined;
-  }
+  const thrown = (tracing: unknown) => thrownBy(() => createObservability({ tracing: otelTracing(tracing as TracingOptions) }, { system: "aws_sqs" }));
 
   it("needs trace.getTracer / setSpan / setSpanContext and context.active / with; says so exactly", () => {
     const { api } = fakeOtel();
