@@ -13,7 +13,7 @@ import { traceIdParent } from "../../src/observability/trace-context.js";
 import { BatchTracing, type TracingOptions, checkTracingOptions, otelTracing } from "../../src/observability/tracing.js";
 import { thrownBy } from "../support/caught.js";
 import { FakeTraceState, fakeOtel } from "./fake-otel.js";
-import { result } from "./harness.js";
+import { result, runEngineThatThrows } from "./harness.js";
 
 const COMMON = { "messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process" } as const;
 const QUEUE = { ...COMMON, "messaging.destination.name": "orders" } as const;
@@ -305,13 +305,7 @@ describe("the end of a batch", () => {
   it("an engine that throws: the batch span records it by name, ERROR; open spans end once, as unknown", async () => {
     const otel = fakeOtel();
     const traces = new BatchTracing({ api: otel.api }, { system: "aws_sqs" });
-    const failure = new RangeError("engine bug");
-    await expect(
-      traces.run(async () => {
-        await traces.intercept(async () => undefined, { index: 0, key: "k", attempts: 0 });
-        throw failure;
-      }),
-    ).rejects.toBe(failure);
+    await runEngineThatThrows(traces, "k");
     expect(otel.spans[0]?.calls).toStrictEqual([["recordException", { name: "RangeError" }], ["setStatus", { code: 2, message: "batch failed before a decision" }], ["end"]]);
     expect(otel.spans[1]?.calls).toStrictEqual(UNKNOWN);
   });
