@@ -26,7 +26,7 @@
  */
 import { InvalidOptionError } from "../../src/errors.js";
 import type { PostgresStatements } from "./sql.js";
-import { quoteTableName } from "./sql.js";
+import { CLAIM_INPUT, quoteTableName } from "./sql.js";
 
 /** `meta.id` longer than this (UTF-8 bytes) is hashed: a btree entry of PostgreSQL must stay under ~2.7 KB. */
 export const GO_MAX_ID_BYTES = 2000;
@@ -77,10 +77,7 @@ export function goStatements(table: string): PostgresStatements {
   const l = quoteTableName(goLeaseTable(table)).quoted;
   return {
     claim: `WITH ${CLOCK},
-input AS (
-  SELECT i.key, i.token, i.fingerprint, i.ord
-  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS i(key, token, fingerprint, ord)
-),
+${CLAIM_INPUT},
 done AS (
   SELECT m.message_id, m.created_at, m.expires_at FROM ${t} m CROSS JOIN clock
   WHERE m.message_id = ANY($1::text[]) AND ${live("m")}

@@ -31,7 +31,7 @@
  * the `bqs_` columns.
  */
 import type { PostgresStatements } from "./sql.js";
-import { quoteTableName } from "./sql.js";
+import { CLAIM_INPUT, quoteTableName } from "./sql.js";
 
 /** `meta.id` longer than this (characters) cannot be a PHP row (varchar(255)); such ids are hashed. */
 export const PHP_MAX_ID_CHARACTERS = 255;
@@ -74,10 +74,7 @@ export function phpStatements(table: string): PostgresStatements {
   const t = quoteTableName(table).quoted;
   return {
     claim: `WITH ${CLOCK},
-input AS (
-  SELECT i.key, i.token, i.fingerprint, i.ord
-  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS i(key, token, fingerprint, ord)
-),
+${CLAIM_INPUT},
 won AS (
   INSERT INTO ${t} AS r (message_id, state, expires_at, bqs_token, bqs_fingerprint, bqs_lease_until)
   SELECT input.key, 'claimed', ceil(extract(epoch FROM lease.until))::bigint, input.token, input.fingerprint, lease.until

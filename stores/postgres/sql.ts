@@ -86,15 +86,21 @@ export interface PostgresStatements {
   readonly purge: string;
 }
 
+/**
+ * The input rows of every layout's `claim`: one per id, numbered by `ord` in the caller's order,
+ * from $1 keys, $2 new tokens and $3 fingerprints (text[]).
+ */
+export const CLAIM_INPUT = `input AS (
+  SELECT i.key, i.token, i.fingerprint, i.ord
+  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS i(key, token, fingerprint, ord)
+)`;
+
 export function postgresStatements(table: string): PostgresStatements {
   const t = quoteTableName(table).quoted;
   const clock = "clock AS (SELECT clock_timestamp() AS now)";
   return {
     claim: `WITH ${clock},
-input AS (
-  SELECT i.key, i.token, i.fingerprint, i.ord
-  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS i(key, token, fingerprint, ord)
-),
+${CLAIM_INPUT},
 won AS (
   INSERT INTO ${t} AS r (key, status, token, fingerprint, expires_at)
   SELECT input.key, 'in-flight', input.token, input.fingerprint, clock.now + $4::double precision * interval '1 millisecond'

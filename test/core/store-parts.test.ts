@@ -153,35 +153,38 @@ describe("InMemoryStore edges", () => {
     await expect(store.claimMany(["a"], -1)).rejects.toMatchObject({ option: "leaseMs" });
   });
 
-  it("drops an expired entry from memory when it is read, exactly at its end", async () => {
-    let clock = 0;
-    const store = new InMemoryStore({ now: () => clock, leaseMs: 10, retentionMs: 20 });
+  /** A store on a settable clock (lease 10 ms, retention 20 ms) holding, from time 0, a claim of "a" and a commit of "b". */
+  async function claimAndCommitAtZero() {
+    const clock = { ms: 0 };
+    const store = new InMemoryStore({ now: () => clock.ms, leaseMs: 10, retentionMs: 20 });
     await store.claim("a");
     await store.remember("b");
-    clock = 9;
+    return { store, clock };
+  }
+
+  it("drops an expired entry from memory when it is read, exactly at its end", async () => {
+    const { store, clock } = await claimAndCommitAtZero();
+    clock.ms = 9;
     expect(await store.seen("a")).toBe(false);
     expect(await store.seen("b")).toBe(true);
     expect(store.held).toBe(2);
-    clock = 10;
+    clock.ms = 10;
     expect(await store.inspect("a")).toBeNull();
     expect(store.held).toBe(1);
-    clock = 20;
+    clock.ms = 20;
     expect(await store.seen("b")).toBe(false);
     expect(store.held).toBe(0);
   });
 
   it("size sweeps what ends exactly now and keeps what ends later", async () => {
-    let clock = 0;
-    const store = new InMemoryStore({ now: () => clock, leaseMs: 10, retentionMs: 20 });
-    await store.claim("a");
-    await store.remember("b");
-    clock = 10;
+    const { store, clock } = await claimAndCommitAtZero();
+    clock.ms = 10;
     expect(store.held).toBe(2);
     expect(store.size).toBe(1);
     expect(store.held).toBe(1);
-    clock = 19;
+    clock.ms = 19;
     expect(store.size).toBe(1);
-    clock = 20;
+    clock.ms = 20;
     expect(store.size).toBe(0);
   });
 

@@ -180,15 +180,8 @@ describe("group commit waits only for handlers that may still finish", () => {
     return { store, commits };
   }
 
-  it("one at a time: the first success lingers for the messages still waiting, and all share one commit", async () => {
-    const { store, commits } = counting();
-    const results = await new BatchEngine(store, async () => {}, { concurrency: 1, commitLingerMs: 1_000 }).process(deliveries(["a", "b", "c"]));
-    expect(results.map((r) => r.status)).toEqual(["ran", "ran", "ran"]);
-    expect(commits).toEqual([["a", "b", "c"]]);
-  });
-
-  it("a later copy of a key is not worth waiting for: it never runs", async () => {
-    const { store, commits } = counting();
+  /** An engine running one message at a time with a 1 s linger; when each commit step came (ms after this call). */
+  function lingeringOneAtATime(store: ClaimingStore) {
     const started = Date.now();
     const commitTimes: number[] = [];
     const engine = new BatchEngine(store, async () => {}, {
@@ -198,6 +191,19 @@ describe("group commit waits only for handlers that may still finish", () => {
         if (event.type === "store-step" && event.step === "commit") commitTimes.push(Date.now() - started);
       },
     });
+    return { engine, commitTimes };
+  }
+
+  it("one at a time: the first success lingers for the messages still waiting, and all share one commit", async () => {
+    const { store, commits } = counting();
+    const results = await new BatchEngine(store, async () => {}, { concurrency: 1, commitLingerMs: 1_000 }).process(deliveries(["a", "b", "c"]));
+    expect(results.map((r) => r.status)).toEqual(["ran", "ran", "ran"]);
+    expect(commits).toEqual([["a", "b", "c"]]);
+  });
+
+  it("a later copy of a key is not worth waiting for: it never runs", async () => {
+    const { store, commits } = counting();
+    const { engine, commitTimes } = lingeringOneAtATime(store);
     // The copy's result waits for the first copy's commit, so an `onResult` sees when that came.
     const results = await engine.process(deliveries(["a", "a"]));
     expect(results.map((r) => r.status)).toEqual(["ran", "duplicate"]);
@@ -209,15 +215,7 @@ describe("group commit waits only for handlers that may still finish", () => {
   it("a message already decided (a duplicate) is not worth waiting for either", async () => {
     const { store, commits } = counting();
     await store.remember("done", undefined);
-    const commitTimes: number[] = [];
-    const started = Date.now();
-    const engine = new BatchEngine(store, async () => {}, {
-      concurrency: 1,
-      commitLingerMs: 1_000,
-      observe: (event) => {
-        if (event.type === "store-step" && event.step === "commit") commitTimes.push(Date.now() - started);
-      },
-    });
+    const { engine, commitTimes } = lingeringOneAtATime(store);
     const results = await engine.process(deliveries(["a", "done"]));
     expect(results.map((r) => r.status)).toEqual(["ran", "duplicate"]);
     expect(commits).toEqual([["a"]]);

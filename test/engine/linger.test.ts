@@ -9,6 +9,7 @@ import type { Claim, ClaimingStore } from "../../src/contract.js";
 import { BatchEngine, type EngineEvent } from "../../src/engine/index.js";
 import { FIRST_PROBE_MS, MAX_LINGER_MS, RoundTrips, lingerMs } from "../../src/engine/linger.js";
 import { InMemoryStore } from "../../src/memory-store.js";
+import { claimingView } from "../support/store-views.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -73,16 +74,15 @@ describe("lingerMs", () => {
   });
 });
 
+/** `inner` behind a store whose only batch steps are the given claimMany and rememberMany. */
+const withBatchSteps = (inner: InMemoryStore, steps: Pick<ClaimingStore, "claimMany" | "rememberMany">) =>
+  claimingView({ inner, batch: false, overrides: steps });
+
 /** InMemoryStore behind a store whose batch steps take `latencyMs`; records the commit steps. */
 function slowStore(latencyMs: number) {
   const inner = new InMemoryStore();
   const commits: string[][] = [];
-  const store: ClaimingStore = {
-    seen: (id) => inner.seen(id),
-    remember: (id) => inner.remember(id),
-    forget: (id) => inner.forget(id),
-    claim: (id, lease) => inner.claim(id, lease),
-    release: (id, token) => inner.release(id, token),
+  const store = withBatchSteps(inner, {
     claimMany: async (ids, lease): Promise<Claim[]> => {
       await sleep(latencyMs);
       return inner.claimMany(ids, lease);
@@ -92,7 +92,7 @@ function slowStore(latencyMs: number) {
       await sleep(latencyMs);
       await inner.rememberMany(ids);
     },
-  };
+  });
   return { store, commits };
 }
 
@@ -118,12 +118,7 @@ describe("the adaptive linger in a batch", () => {
     const inner = new InMemoryStore();
     const commits: number[] = [];
     let first = true;
-    const store: ClaimingStore = {
-      seen: (id) => inner.seen(id),
-      remember: (id) => inner.remember(id),
-      forget: (id) => inner.forget(id),
-      claim: (id, lease) => inner.claim(id, lease),
-      release: (id, token) => inner.release(id, token),
+    const store = withBatchSteps(inner, {
       claimMany: async (ids, lease): Promise<Claim[]> => {
         if (first) await sleep(300);
         first = false;
@@ -133,7 +128,7 @@ describe("the adaptive linger in a batch", () => {
         commits.push(performance.now());
         await inner.rememberMany(ids);
       },
-    };
+    });
     let finished = 0;
     const never = new Promise<void>(() => undefined);
     const engine = new BatchEngine(store, async (_m, ctx) => {

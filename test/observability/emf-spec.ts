@@ -19,6 +19,20 @@ const UNITS = new Set([
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 const isFiniteNumber = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value);
 
+/**
+ * Whether `value` is an object (if not, that is a problem and the caller skips it); members other
+ * than `members` are a problem too, but the object is still checked.
+ */
+function objectWithMembers(value: unknown, kind: string, members: readonly string[], problems: string[]): value is Record<string, unknown> {
+  if (!isObject(value)) {
+    problems.push(`a ${kind} is not an object`);
+    return false;
+  }
+  const extra = Object.keys(value).filter((key) => !members.includes(key));
+  if (extra.length > 0) problems.push(`${kind} has extra members ${extra.join(",")}`);
+  return true;
+}
+
 export function emfViolations(line: string): string[] {
   const problems: string[] = [];
   if (new TextEncoder().encode(line).length > 1024 * 1024) problems.push("larger than 1 MB");
@@ -34,12 +48,7 @@ export function emfViolations(line: string): string[] {
   if (!isFiniteNumber(aws.Timestamp) || !Number.isInteger(aws.Timestamp) || aws.Timestamp < 1e12) problems.push("_aws.Timestamp is not epoch milliseconds");
   if (!Array.isArray(aws.CloudWatchMetrics)) return [...problems, "_aws.CloudWatchMetrics is not an array"];
   for (const directive of aws.CloudWatchMetrics as unknown[]) {
-    if (!isObject(directive)) {
-      problems.push("a MetricDirective is not an object");
-      continue;
-    }
-    const extra = Object.keys(directive).filter((key) => !["Namespace", "Dimensions", "Metrics"].includes(key));
-    if (extra.length > 0) problems.push(`MetricDirective has extra members ${extra.join(",")}`);
+    if (!objectWithMembers(directive, "MetricDirective", ["Namespace", "Dimensions", "Metrics"], problems)) continue;
     if (typeof directive.Namespace !== "string" || directive.Namespace.length < 1 || directive.Namespace.length > 255) problems.push("Namespace");
     if (!Array.isArray(directive.Dimensions)) problems.push("Dimensions is not an array");
     else {
@@ -59,12 +68,7 @@ export function emfViolations(line: string): string[] {
       continue;
     }
     for (const definition of directive.Metrics as unknown[]) {
-      if (!isObject(definition)) {
-        problems.push("a MetricDefinition is not an object");
-        continue;
-      }
-      const extraFields = Object.keys(definition).filter((key) => !["Name", "Unit", "StorageResolution"].includes(key));
-      if (extraFields.length > 0) problems.push(`MetricDefinition has extra members ${extraFields.join(",")}`);
+      if (!objectWithMembers(definition, "MetricDefinition", ["Name", "Unit", "StorageResolution"], problems)) continue;
       const name = definition.Name;
       if (typeof name !== "string" || name.length < 1 || name.length > 255) {
         problems.push("a metric Name is not a string of 1-255");

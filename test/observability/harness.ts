@@ -15,7 +15,9 @@ import { BatchEngine, type EngineOptions, type EngineEvent as CurrentEngineEvent
 import type { Envelope } from "../../src/envelope.js";
 import type { EngineEvent, RunInterceptor, StoreStep } from "../../src/events.js";
 import type { BatchObservation } from "../../src/observability/index.js";
+import type { BatchTracing } from "../../src/observability/tracing.js";
 import { envelopeBody } from "../support/envelopes.js";
+import { expect } from "vitest";
 
 let counter = 0;
 
@@ -143,4 +145,18 @@ export function withGlobal<T>(name: string, value: unknown, fn: () => T): T {
     if (saved === undefined) delete (globalThis as Record<string, unknown>)[name];
     else Object.defineProperty(globalThis, name, saved);
   }
+}
+
+/**
+ * A batch through `traces` whose engine throws RangeError("engine bug") while message `key`'s span
+ * is open (its handler has returned, no result came); checks that the error goes on out of `run`.
+ */
+export async function runEngineThatThrows(traces: BatchTracing, key: string): Promise<void> {
+  const failure = new RangeError("engine bug");
+  await expect(
+    traces.run(async () => {
+      await traces.intercept(async () => undefined, { index: 0, key, attempts: 0 });
+      throw failure;
+    }),
+  ).rejects.toBe(failure);
 }

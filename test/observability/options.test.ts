@@ -6,21 +6,19 @@ import { describe, expect, it } from "vitest";
 import { InvalidOptionError } from "../../src/errors.js";
 import { createObservability, type ObservabilityOptions, queueNameFromArn } from "../../src/observability/index.js";
 import { type MetricsOptions, batchMetrics } from "../../src/observability/metrics.js";
+import { thrownBy } from "../support/caught.js";
 
-function thrown(options: unknown): unknown {
-  try {
-    createObservability(options as ObservabilityOptions, { system: "aws_sqs" });
-  } catch (error) {
-    return error;
-  }
-  return undefined;
-}
+/** What `createObservability(options)` throws, if anything. */
+const thrown = (options: unknown) => thrownBy(() => createObservability(options as ObservabilityOptions, { system: "aws_sqs" }));
 
-function expectRejected(options: unknown, message: string) {
-  const error = thrown(options);
+/** What `attempt(options)` throws is an InvalidOptionError saying `message`. */
+function expectRejectedBy(attempt: (options: unknown) => unknown, options: unknown, message: string) {
+  const error = attempt(options);
   expect(error, JSON.stringify(options)).toBeInstanceOf(InvalidOptionError);
   expect((error as Error).message).toBe(message);
 }
+
+const expectRejected = (options: unknown, message: string) => expectRejectedBy(thrown, options, message);
 
 const fn = () => undefined;
 
@@ -33,20 +31,9 @@ describe("the logger option", () => {
 });
 
 /** What `batchMetrics(options)` (the extension the option takes) throws for `options`, if anything. */
-function thrownMetrics(metrics: unknown): unknown {
-  try {
-    createObservability({ metrics: batchMetrics(metrics as MetricsOptions) }, { system: "aws_sqs" });
-  } catch (error) {
-    return error;
-  }
-  return undefined;
-}
+const thrownMetrics = (metrics: unknown) => thrownBy(() => createObservability({ metrics: batchMetrics(metrics as MetricsOptions) }, { system: "aws_sqs" }));
 
-function expectMetricsRejected(metrics: unknown, message: string) {
-  const error = thrownMetrics(metrics);
-  expect(error, JSON.stringify(metrics)).toBeInstanceOf(InvalidOptionError);
-  expect((error as Error).message).toBe(message);
-}
+const expectMetricsRejected = (metrics: unknown, message: string) => expectRejectedBy(thrownMetrics, metrics, message);
 
 describe("the metrics option", () => {
   it("takes false or an extension; batchMetrics takes an options object", () => {

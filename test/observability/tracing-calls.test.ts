@@ -11,8 +11,9 @@ import type { EngineEvent } from "../../src/events.js";
 import { createObservability } from "../../src/observability/index.js";
 import { traceIdParent } from "../../src/observability/trace-context.js";
 import { BatchTracing, type TracingOptions, checkTracingOptions, otelTracing } from "../../src/observability/tracing.js";
+import { thrownBy } from "../support/caught.js";
 import { FakeTraceState, fakeOtel } from "./fake-otel.js";
-import { result } from "./harness.js";
+import { result, runEngineThatThrows } from "./harness.js";
 
 const COMMON = { "messaging.system": "aws_sqs", "messaging.operation.type": "process", "messaging.operation.name": "process" } as const;
 const QUEUE = { ...COMMON, "messaging.destination.name": "orders" } as const;
@@ -35,14 +36,7 @@ describe("the tracing option", () => {
   const message = (inner: string) => `option "tracing" must be false or { api } with the "@opentelemetry/api" module (${inner})`;
   const API_MESSAGE = 'tracing.api must be the "@opentelemetry/api" module (import * as otel from "@opentelemetry/api")';
 
-  function thrown(tracing: unknown): unknown {
-    try {
-      createObservability({ tracing: otelTracing(tracing as TracingOptions) }, { system: "aws_sqs" });
-    } catch (error) {
-      return error;
-    }
-    return undefined;
-  }
+  const thrown = (tracing: unknown) => thrownBy(() => createObservability({ tracing: otelTracing(tracing as TracingOptions) }, { system: "aws_sqs" }));
 
   it("needs trace.getTracer / setSpan / setSpanContext and context.active / with; says so exactly", () => {
     const { api } = fakeOtel();
@@ -311,13 +305,7 @@ describe("the end of a batch", () => {
   it("an engine that throws: the batch span records it by name, ERROR; open spans end once, as unknown", async () => {
     const otel = fakeOtel();
     const traces = new BatchTracing({ api: otel.api }, { system: "aws_sqs" });
-    const failure = new RangeError("engine bug");
-    await expect(
-      traces.run(async () => {
-        await traces.intercept(async () => undefined, { index: 0, key: "k", attempts: 0 });
-        throw failure;
-      }),
-    ).rejects.toBe(failure);
+    await runEngineThatThrows(traces, "k");
     expect(otel.spans[0]?.calls).toStrictEqual([["recordException", { name: "RangeError" }], ["setStatus", { code: 2, message: "batch failed before a decision" }], ["end"]]);
     expect(otel.spans[1]?.calls).toStrictEqual(UNKNOWN);
   });

@@ -17,7 +17,7 @@ import { createObservability } from "../../src/observability/index.js";
 import type { OtelApi } from "../../src/observability/otel-api.js";
 import { BatchTracing, otelTracing } from "../../src/observability/tracing.js";
 import { otelTraceId, parseTraceparent, spanIdOf } from "../../src/observability/trace-context.js";
-import { body, result, runBatch } from "./harness.js";
+import { body, result, runBatch, runEngineThatThrows } from "./harness.js";
 
 class AsyncLocalContextManager implements otel.ContextManager {
   readonly #storage = new AsyncLocalStorage<otel.Context>();
@@ -236,13 +236,7 @@ describe("spans from synthetic event sequences", () => {
 
   it("an engine that throws: the batch span is ERROR, open message spans end as unknown, the error goes on", async () => {
     const traces = new BatchTracing({ api, tracer }, { system: "aws_sqs" });
-    const failure = new RangeError("engine bug");
-    await expect(
-      traces.run(async () => {
-        await traces.intercept(async () => undefined, { index: 0, key: "orphan", attempts: 0 });
-        throw failure;
-      }),
-    ).rejects.toBe(failure);
+    await runEngineThatThrows(traces, "orphan");
     const batch = spans().find((span) => span.name === "process" && span.attributes["babelqueue.key"] === undefined) as ReadableSpan;
     expect(batch.status.code).toBe(otel.SpanStatusCode.ERROR);
     expect(batch.events[0]?.attributes?.["exception.type"]).toBe("RangeError");

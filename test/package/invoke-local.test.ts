@@ -26,6 +26,17 @@ function invokeLocal(args: string[], table: string) {
   return { ...run, effects, responses };
 }
 
+/** Whether the consumer of `namespace` has `id` as done in `table` on the tests' DynamoDB Local. */
+function seenInTable(table: string, namespace: string, id: string): Promise<boolean> {
+  const endpoint = inject("dynamodbEndpoint");
+  const check = new DynamoDBStore({
+    table,
+    namespace,
+    clientConfig: { endpoint, region: "us-east-1", credentials: { accessKeyId: "local", secretAccessKey: "local" } },
+  });
+  return check.seen(id);
+}
+
 describe("npm run invoke:local", () => {
   it("runs a body sent twice and then redelivered once, acknowledges every record, and remembers the id", async () => {
     const envelope = sampleEnvelope() as { meta: { id: string } };
@@ -40,13 +51,7 @@ describe("npm run invoke:local", () => {
     ]);
     expect(run.effects).toHaveLength(1);
     expect(JSON.parse(run.effects[0] as string)).toMatchObject({ job: "urn:babel:orders:created", id: envelope.meta.id });
-    const endpoint = inject("dynamodbEndpoint");
-    const check = new DynamoDBStore({
-      table,
-      namespace: "orders-consumer",
-      clientConfig: { endpoint, region: "us-east-1", credentials: { accessKeyId: "local", secretAccessKey: "local" } },
-    });
-    expect(await check.seen(envelope.meta.id)).toBe(true);
+    expect(await seenInTable(table, "orders-consumer", envelope.meta.id)).toBe(true);
   }, 90_000);
 
   it("with no body sends a sample envelope, and reuses an existing table", () => {
@@ -74,12 +79,6 @@ describe("npm run invoke:local", () => {
     expect(run.responses).toEqual([`invoke-local: first delivery: 4 record(s) → ${failures}`, `invoke-local: redelivery: 4 record(s) → ${failures}`]);
     expect(run.effects).toHaveLength(1);
     expect(JSON.parse(run.effects[0] as string)).toMatchObject({ job: "urn:babel:orders:created", id: envelope.meta.id, topic: "orders", partition: 0, offset: 0, attempts: 0 });
-    const endpoint = inject("dynamodbEndpoint");
-    const check = new DynamoDBStore({
-      table,
-      namespace: "orders-kafka-consumer",
-      clientConfig: { endpoint, region: "us-east-1", credentials: { accessKeyId: "local", secretAccessKey: "local" } },
-    });
-    expect(await check.seen(envelope.meta.id)).toBe(true);
+    expect(await seenInTable(table, "orders-kafka-consumer", envelope.meta.id)).toBe(true);
   }, 90_000);
 });

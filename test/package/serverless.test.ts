@@ -90,6 +90,45 @@ function unzipped(zip = "consumer.zip"): string {
   return dir;
 }
 
+/** A fresh idempotency table named `table` on DynamoDB Local; the endpoint and credentials to reach it. */
+async function localTable(table: string) {
+  const endpoint = inject("dynamodbEndpoint");
+  const credentials = { accessKeyId: "local", secretAccessKey: "local" };
+  await createIdempotencyTable(new DynamoDBClient({ endpoint, region: "us-east-1", credentials }), idempotencyTableDefinition(table));
+  return { endpoint, credentials };
+}
+
+/**
+ * A Lambda-like host: a fresh Node process in `dir`, configured through the environment (table
+ * `table` at `endpoint`), invoking the handler of `module` with each of `events` in turn. Its run
+ * (which must exit 0) and the handler's responses.
+ */
+function invokeInFreshNode(dir: string, runnerName: string, module: string, events: readonly unknown[], table: string, endpoint: string) {
+  const runner = join(dir, runnerName);
+  writeFileSync(
+    runner,
+    `import { handler } from "${module}";
+const context = { getRemainingTimeInMillis: () => 30000 };
+const responses = [];
+for (const event of ${JSON.stringify(events)}) responses.push(await handler(event, context));
+process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
+  );
+  const run = spawnSync("node", [runner], {
+    cwd: dir,
+    encoding: "utf8",
+    env: {
+      PATH: process.env.PATH,
+      IDEMPOTENCY_TABLE: table,
+      AWS_ENDPOINT_URL_DYNAMODB: endpoint,
+      AWS_REGION: "us-east-1",
+      AWS_ACCESS_KEY_ID: "local",
+      AWS_SECRET_ACCESS_KEY: "local",
+    },
+  });
+  expect(run.status, run.stderr).toBe(0);
+  return { run, responses: JSON.parse(run.stdout.split("RESPONSES ")[1] as string) as unknown[] };
+}
+
 const body = () => JSON.stringify(sampleEnvelope());
 const record = (messageId: string, receiveCount: string, recordBody = body()) => ({
   messageId,
@@ -254,35 +293,10 @@ describe("serverless.yml (osls package, offline)", () => {
   it("the deployed bundle consumes a batch on DynamoDB Local in a fresh Node process: runs once, suppresses the redelivery", async () => {
     const dir = unzipped();
     const table = `sls-bundle-${Date.now().toString(36)}`;
-    const endpoint = inject("dynamodbEndpoint");
-    const credentials = { accessKeyId: "local", secretAccessKey: "local" };
-    await createIdempotencyTable(new DynamoDBClient({ endpoint, region: "us-east-1", credentials }), idempotencyTableDefinition(table));
+    const { endpoint, credentials } = await localTable(table);
     const events = [{ Records: [record("m1", "1"), record("m2", "1", "garbage")] }, { Records: [record("m3", "2")] }];
-    // A Lambda-like host: a fresh process, configured through the environment, invoking the export.
-    const runner = join(dir, "invoke.mjs");
-    writeFileSync(
-      runner,
-      `import { handler } from "./examples/lambda/consumer.mjs";
-const context = { getRemainingTimeInMillis: () => 30000 };
-const responses = [];
-for (const event of ${JSON.stringify(events)}) responses.push(await handler(event, context));
-process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
-    );
-    const run = spawnSync("node", [runner], {
-      cwd: dir,
-      encoding: "utf8",
-      env: {
-        PATH: process.env.PATH,
-        IDEMPOTENCY_TABLE: table,
-        AWS_ENDPOINT_URL_DYNAMODB: endpoint,
-        AWS_REGION: "us-east-1",
-        AWS_ACCESS_KEY_ID: "local",
-        AWS_SECRET_ACCESS_KEY: "local",
-      },
-    });
-    expect(run.status, run.stderr).toBe(0);
-    const responses = JSON.parse(run.stdout.split("RESPONSES ")[1] as string) as SQSBatchResponse[];
-    expect(responses).toEqual([{ batchItemFailures: [{ itemIdentifier: "m2" }] }, { batchItemFailures: [] }]);
+    const { run, responses } = invokeInFreshNode(dir, "invoke.mjs", "./examples/lambda/consumer.mjs", events, table, endpoint);
+    expect(responses as SQSBatchResponse[]).toEqual([{ batchItemFailures: [{ itemIdentifier: "m2" }] }, { batchItemFailures: [] }]);
     expect(run.stdout.split("\n").filter((line) => line.includes("urn:babel:orders:created"))).toHaveLength(1);
     const check = new DynamoDBStore({ table, namespace: "orders-consumer", clientConfig: { endpoint, region: "us-east-1", credentials } });
     expect(await check.seen(String((sampleEnvelope().meta as Json).id))).toBe(true);
@@ -291,9 +305,7 @@ process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
   it("the deployed Kafka bundle consumes an MSK event on DynamoDB Local in a fresh Node process: partition order, the Kafka partial response, a replay suppressed", async () => {
     const dir = unzipped("kafkaConsumer.zip");
     const table = `sls-kafka-${Date.now().toString(36)}`;
-    const endpoint = inject("dynamodbEndpoint");
-    const credentials = { accessKeyId: "local", secretAccessKey: "local" };
-    await createIdempotencyTable(new DynamoDBClient({ endpoint, region: "us-east-1", credentials }), idempotencyTableDefinition(table));
+    const { endpoint, credentials } = await localTable(table);
     const order = (id: string) => JSON.stringify({ ...sampleEnvelope(), meta: { ...(sampleEnvelope().meta as Json), id } });
     const event = mskEvent([
       kafkaRecord(order("k-0-0"), { partition: 0, offset: 0 }),
@@ -301,24 +313,10 @@ process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
       kafkaRecord(order("k-0-2"), { partition: 0, offset: 2 }),
       kafkaRecord(order("k-1-0"), { partition: 1, offset: 0, headers: { "bq-attempts": "2" } }),
     ]);
-    const runner = join(dir, "invoke-kafka.mjs");
-    writeFileSync(
-      runner,
-      `import { handler } from "./examples/lambda/kafka-consumer.mjs";
-const context = { getRemainingTimeInMillis: () => 30000 };
-const responses = [];
-// The first delivery, then a rebalance replaying the whole batch.
-for (let i = 0; i < 2; i += 1) responses.push(await handler(${JSON.stringify(event)}, context));
-process.stdout.write("RESPONSES " + JSON.stringify(responses) + "\\n");`,
-    );
-    const run = spawnSync("node", [runner], {
-      cwd: dir,
-      encoding: "utf8",
-      env: { PATH: process.env.PATH, IDEMPOTENCY_TABLE: table, AWS_ENDPOINT_URL_DYNAMODB: endpoint, AWS_REGION: "us-east-1", AWS_ACCESS_KEY_ID: "local", AWS_SECRET_ACCESS_KEY: "local" },
-    });
-    expect(run.status, run.stderr).toBe(0);
+    // The first delivery, then a rebalance replaying the whole batch.
+    const { run, responses } = invokeInFreshNode(dir, "invoke-kafka.mjs", "./examples/lambda/kafka-consumer.mjs", [event, event], table, endpoint);
     const failures = [{ itemIdentifier: { partition: "orders-0", offset: 1 } }, { itemIdentifier: { partition: "orders-0", offset: 2 } }];
-    expect(JSON.parse(run.stdout.split("RESPONSES ")[1] as string)).toEqual([{ batchItemFailures: failures }, { batchItemFailures: failures }]);
+    expect(responses).toEqual([{ batchItemFailures: failures }, { batchItemFailures: failures }]);
     const effects = run.stdout.split("\n").filter((line) => line.startsWith("{") && line.includes('"job"')).map((line) => JSON.parse(line) as Json);
     // Each effect once (the replay ran nothing), the garbage record's partition stopped there, bq-attempts as the attempts.
     expect(effects.map((e) => [e.id, e.partition, e.offset, e.attempts]).sort()).toEqual([["k-0-0", 0, 0, 0], ["k-1-0", 1, 0, 2]]);

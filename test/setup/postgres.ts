@@ -25,6 +25,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { killOnExit, stopChild } from "../support/child-stop.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -136,19 +137,8 @@ async function serve(bin: string, dir: string, data: string, port: number, setti
     stderr = (stderr + chunk.toString("utf8")).slice(-2000);
   });
   // A normal exit of this process without teardown: the server must not outlive it either.
-  const orphanGuard = () => child.kill("SIGKILL");
-  process.once("exit", orphanGuard);
-  child.once("exit", () => process.off("exit", orphanGuard));
-  const halt = (mode: PostgresStopMode = "fast") =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      const force = setTimeout(() => child.kill("SIGKILL"), 5_000);
-      child.once("exit", () => {
-        clearTimeout(force);
-        resolve();
-      });
-      child.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
-    });
+  killOnExit(child);
+  const halt = (mode: PostgresStopMode = "fast") => stopChild(child, mode === "fast" ? "SIGINT" : "SIGQUIT", 5_000);
   return { child, halt, output: () => stderr };
 }
 

@@ -14,6 +14,7 @@ import { type ChildProcess, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import type { TestProject } from "vitest/node";
+import { killOnExit, stopChild } from "../support/child-stop.js";
 import { startUpstashBridge } from "../support/upstash-bridge.js";
 
 declare module "vitest" {
@@ -74,22 +75,8 @@ export async function startRedisServer(): Promise<RedisServer> {
       continue;
     }
     // If the test process ends without teardown (a crash), the server must not outlive it.
-    const orphanGuard = () => child.kill("SIGKILL");
-    process.once("exit", orphanGuard);
-    child.once("exit", () => process.off("exit", orphanGuard));
-    return {
-      port,
-      stop: () =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          const force = setTimeout(() => child.kill("SIGKILL"), 2_000);
-          child.once("exit", () => {
-            clearTimeout(force);
-            resolve();
-          });
-          child.kill("SIGTERM");
-        }),
-    };
+    killOnExit(child);
+    return { port, stop: () => stopChild(child, "SIGTERM", 2_000) };
   }
   throw lastError;
 }

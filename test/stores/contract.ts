@@ -105,6 +105,14 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
     if (!isClaimingStore(store)) throw new Error(`${name} was declared claims: true but has no claim/release`);
     return store;
   };
+  /** A SHORT claim of `id` whose lease runs out, then the next owner's LONG claim, which must win. */
+  const claimAfterExpiry = async (store: ClaimingStore, id: string) => {
+    const stale = await store.claim(id, SHORT);
+    await pastShort();
+    const owner = await store.claim(id, LONG);
+    expect(owner.status).toBe("claimed");
+    return { stale, owner };
+  };
   const itRetention = harness.skip?.retention || harness.keepsForever ? it.skip : it;
   const itLease = harness.skip?.["lease-expiry"] ? it.skip : it;
 
@@ -256,11 +264,7 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
         });
 
         itLease("lets an expired lease be claimed again, with a new token", async () => {
-          const store = await makeClaiming();
-          const first = await store.claim("e", SHORT);
-          await pastShort();
-          const second = await store.claim("e", LONG);
-          expect(second.status).toBe("claimed");
+          const { stale: first, owner: second } = await claimAfterExpiry(await makeClaiming(), "e");
           if (first.status === "claimed" && second.status === "claimed") expect(second.token).not.toBe(first.token);
         });
 
@@ -277,10 +281,7 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
 
         itLease("fences: a stale token never releases the next owner's claim", async () => {
           const store = await makeClaiming();
-          const stale = await store.claim("f", SHORT);
-          await pastShort();
-          const owner = await store.claim("f", LONG);
-          expect(owner.status).toBe("claimed");
+          const { stale } = await claimAfterExpiry(store, "f");
           if (stale.status !== "claimed") throw new Error("expected claimed");
           expect(await store.release("f", stale.token)).toBe(false);
           expect((await store.claim("f")).status).toBe("in-flight");

@@ -11,6 +11,16 @@ export function caught(run: () => unknown): unknown {
   throw new Error("did not throw");
 }
 
+/** What a call threw, or undefined when it returned: for tests that check what is accepted as well as what is not. */
+export function thrownBy(run: () => unknown): unknown {
+  try {
+    run();
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
 /** The same for an async call: what it rejected with. */
 export async function caughtAsync(run: () => Promise<unknown>): Promise<unknown> {
   try {

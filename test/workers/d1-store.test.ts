@@ -137,13 +137,18 @@ describe("D1Store transactional mode", () => {
     if (claim.status !== "claimed") throw new Error(`expected claimed, got ${claim.status}`);
     return { id, token: claim.token };
   };
-
-  it("commits the handler's statements and the done record in ONE db.batch", async () => {
+  /** A store on a db that records what it is sent, holding a claim of a fresh `${prefix}-…` id; nothing recorded yet. */
+  const ownedOnCountingDb = async (prefix: string) => {
     const sent: string[] = [];
     const s = new D1Store(countingDb(sent), { namespace: namespace() });
-    const messageId = `tx-ok-${namespace()}`;
+    const messageId = `${prefix}-${namespace()}`;
     const claim = await owned(s, messageId);
     sent.length = 0;
+    return { sent, s, messageId, claim };
+  };
+
+  it("commits the handler's statements and the done record in ONE db.batch", async () => {
+    const { sent, s, messageId, claim } = await ownedOnCountingDb("tx-ok");
     await s.transact({ ...claim, fingerprint: "fp-ok" }, async (tx) => {
       tx.add(tx.db.prepare("INSERT INTO d1_effects (message_id, note) VALUES (?, ?)").bind(messageId, "a"));
       tx.add(effect(messageId, "b"));
@@ -154,11 +159,7 @@ describe("D1Store transactional mode", () => {
   });
 
   it("sends nothing when the handler throws", async () => {
-    const sent: string[] = [];
-    const s = new D1Store(countingDb(sent), { namespace: namespace() });
-    const messageId = `tx-throw-${namespace()}`;
-    const claim = await owned(s, messageId);
-    sent.length = 0;
+    const { sent, s, messageId, claim } = await ownedOnCountingDb("tx-throw");
     const failure = new Error("handler failed (scripted)");
     await expect(
       s.transact(claim, async (tx) => {

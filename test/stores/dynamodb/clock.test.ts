@@ -49,6 +49,14 @@ function request(clock: ServiceClock, clocks: Clocks, offset: number, up: number
   clock.observe(sentAt, clocks.local, stamp);
 }
 
+/** `count` requests of 3 ms each way, `gapMs` apart, to a service whose clock agrees with the local one. */
+function steadyRequests(clock: ServiceClock, clocks: Clocks, count: number, gapMs: number): void {
+  for (let i = 0; i < count; i += 1) {
+    request(clock, clocks, 0, 3, 3);
+    clocks.advance(gapMs);
+  }
+}
+
 function make(clocks: Clocks, driftPpm?: number): ServiceClock {
   return new ServiceClock({ now: () => clocks.local, monotonic: () => clocks.mono, ...(driftPpm === undefined ? {} : { driftPpm }) });
 }
@@ -126,10 +134,7 @@ describe("ServiceClock", () => {
   it("survives a step of the service's clock: the contradicting answer resets the estimate to itself", () => {
     const clocks = new Clocks();
     const clock = make(clocks);
-    for (let i = 0; i < 100; i += 1) {
-      request(clock, clocks, 0, 3, 3);
-      clocks.advance(37);
-    }
+    steadyRequests(clock, clocks, 100, 37);
     request(clock, clocks, 5_000, 3, 3);
     const bounds = clock.offset() as { min: number; max: number };
     expect(bounds.min).toBeLessThanOrEqual(5_000);
@@ -140,10 +145,7 @@ describe("ServiceClock", () => {
   it("drops the estimate when the local clock steps (seen against the monotonic clock), and relearns", () => {
     const clocks = new Clocks();
     const clock = make(clocks);
-    for (let i = 0; i < 60; i += 1) {
-      request(clock, clocks, 0, 3, 3);
-      clocks.advance(41);
-    }
+    steadyRequests(clock, clocks, 60, 41);
     expect(clock.offset()).toBeDefined();
     clocks.local += CLOCK_STEP_TOLERANCE_MS - 10; // under the tolerance: kept
     expect(clock.offset()).toBeDefined();

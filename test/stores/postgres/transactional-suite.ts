@@ -55,6 +55,14 @@ export function testPostgresTransactions(name: string, { pool, single, open }: T
     };
     const insertEffect = (tx: PgQueryable, messageId: string, note: string) =>
       tx.query("INSERT INTO effects (message_id, note) VALUES ($1, $2)", [messageId, note]);
+    /** What `transact` rejects with when the handler writes effect "a" of the claim's id, then runs `sql` ($1 = that id). */
+    const failedTransact = (s: PostgresStore<pg.PoolClient>, claim: Awaited<ReturnType<typeof owned>>, sql: string) =>
+      s
+        .transact(claim, async (tx) => {
+          await insertEffect(tx, claim.id, "a");
+          await tx.query(sql, [claim.id]);
+        })
+        .catch((error: unknown) => error);
 
     it("commits the handler's rows and the done record together, in BEGIN + the handler's + 2 statements", async () => {
       const sent: string[] = [];
@@ -197,12 +205,7 @@ export function testPostgresTransactions(name: string, { pool, single, open }: T
       const messageId = `tx-check-${unique()}`;
       await pool.query("INSERT INTO accounts (id, balance) VALUES ($1, 10)", [messageId]);
       const claim = await owned(s, messageId);
-      const failure = await s
-        .transact(claim, async (tx) => {
-          await insertEffect(tx, messageId, "a");
-          await tx.query("UPDATE accounts SET balance = balance - 20 WHERE id = $1", [messageId]);
-        })
-        .catch((error: unknown) => error);
+      const failure = await failedTransact(s, claim, "UPDATE accounts SET balance = balance - 20 WHERE id = $1");
       expect(failure).toBeInstanceOf(pg.DatabaseError);
       expect((failure as pg.DatabaseError).code).toBe("23514");
       expect(await effectsOf(messageId)).toEqual([]);
@@ -213,12 +216,7 @@ export function testPostgresTransactions(name: string, { pool, single, open }: T
       const s = await open();
       const messageId = `tx-deferred-${unique()}`;
       const claim = await owned(s, messageId);
-      const failure = await s
-        .transact(claim, async (tx) => {
-          await insertEffect(tx, messageId, "a");
-          await tx.query("INSERT INTO deferred_unique (v) VALUES ($1), ($1)", [messageId]);
-        })
-        .catch((error: unknown) => error);
+      const failure = await failedTransact(s, claim, "INSERT INTO deferred_unique (v) VALUES ($1), ($1)");
       expect(failure).toBeInstanceOf(TransactionConditionError);
       expect(String((failure as Error).message)).toMatch(/deferred constraint.*23505/);
       expect(await effectsOf(messageId)).toEqual([]);

@@ -5,11 +5,11 @@
  * commits transactionally against the real PostgreSQL the global setup started on loopback.
  * The effects are counted from the database, from Node.
  */
-import { build } from "esbuild";
-import { Miniflare } from "miniflare";
+import type { Miniflare } from "miniflare";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createIdempotencyTable } from "../../../entry/postgres.js";
+import { startBundledWorker } from "../../support/bundled-worker.js";
 
 const TABLE = "workerd_idempotency";
 const EFFECTS = "workerd_effects";
@@ -52,23 +52,14 @@ let mf: Miniflare;
 beforeAll(async () => {
   await createIdempotencyTable(pool, TABLE);
   await pool.query(`CREATE TABLE IF NOT EXISTS ${EFFECTS} (message_id text NOT NULL)`);
-  const bundle = await build({
-    stdin: { contents: WORKER, resolveDir: process.cwd(), loader: "ts", sourcefile: "worker.ts" },
-    bundle: true,
-    format: "esm",
-    platform: "node",
-    conditions: ["workerd", "worker"],
-    external: ["cloudflare:sockets", "pg-native"],
-    // pg is CommonJS: its require("events") etc. resolve through nodejs_compat's node:module.
-    banner: { js: 'import { createRequire as __createRequire } from "node:module"; const require = __createRequire("/");' },
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
-  });
-  mf = new Miniflare({
-    modules: true,
-    script: bundle.outputFiles[0]?.text ?? "",
-    compatibilityDate: "2025-09-01",
+  mf = await startBundledWorker(WORKER, {
+    bundle: {
+      platform: "node",
+      conditions: ["workerd", "worker"],
+      external: ["cloudflare:sockets", "pg-native"],
+      // pg is CommonJS: its require("events") etc. resolve through nodejs_compat's node:module.
+      banner: { js: 'import { createRequire as __createRequire } from "node:module"; const require = __createRequire("/");' },
+    },
     compatibilityFlags: ["nodejs_compat"],
     bindings: { PG_URL: url },
   });

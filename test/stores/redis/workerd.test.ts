@@ -8,10 +8,10 @@
  * client, and from url + token (the store makes the client itself); and both BabelQueue layouts,
  * their records checked on the Redis server itself.
  */
-import { build } from "esbuild";
-import { Miniflare } from "miniflare";
+import type { Miniflare } from "miniflare";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { startBundledWorker } from "../../support/bundled-worker.js";
 
 const WORKER = `
 import { Redis } from "@upstash/redis/cloudflare";
@@ -51,20 +51,8 @@ export default {
 let mf: Miniflare;
 
 beforeAll(async () => {
-  const bundle = await build({
-    stdin: { contents: WORKER, resolveDir: process.cwd(), loader: "ts", sourcefile: "worker.ts" },
-    bundle: true,
-    format: "esm",
-    platform: "browser",
-    conditions: ["workerd", "worker", "browser"],
-    target: "es2022",
-    write: false,
-    logLevel: "silent",
-  });
-  mf = new Miniflare({
-    modules: true,
-    script: bundle.outputFiles[0]?.text ?? "",
-    compatibilityDate: "2025-09-01",
+  mf = await startBundledWorker(WORKER, {
+    bundle: { platform: "browser", conditions: ["workerd", "worker", "browser"] },
     compatibilityFlags: [],
     bindings: { UPSTASH_REDIS_REST_URL: inject("upstashUrl"), UPSTASH_REDIS_REST_TOKEN: inject("upstashToken") },
   });
