@@ -14,6 +14,16 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
 /** What a dead process's calls return: nothing, ever. */
 export const never = new Promise<never>(() => {});
 
+/**
+ * When a run gives up (ms from its start) unless told: ids not done by then are reported lost. It
+ * grows with the run — half a second a message, at least four minutes — because a full-size run's
+ * kills and crashes return whole batches to the queue many times over, and a fixed limit would cut
+ * it short and count the undelivered rest as lost.
+ */
+export function runDeadlineMs(messages: number, deadlineMs?: number): number {
+  return deadlineMs ?? Math.max(240_000, messages * 500);
+}
+
 /** The body of message `n` (id `id`) on queue or topic `queue`: a BabelQueue envelope. */
 export function envelope(id: string, n: number, queue: string): string {
   return JSON.stringify({

@@ -36,7 +36,7 @@ import type { EngineEvent } from "../../src/engine/index.js";
 import { StoreUnavailableError } from "../../src/errors.js";
 import { type KafkaBatchResponse, kafkaHandler } from "../../handlers/lambda-kafka.js";
 import { kafkaRecord, lambdaContext, mskEvent } from "../../scripts/lambda-events.js";
-import { type CrashRates, commonReport, countEffects, countKill, crashPoint, emptyWindow, envelope, killable, never, shuffle, sleep } from "./broker-parts.js";
+import { type CrashRates, commonReport, countEffects, countKill, crashPoint, emptyWindow, envelope, killable, never, runDeadlineMs, shuffle, sleep } from "./broker-parts.js";
 import type { FaultSwitch } from "./faults.js";
 import type { SimulationReport } from "./simulate.js";
 
@@ -72,7 +72,7 @@ export interface KafkaSimulationOptions {
   handlerMs?: readonly [number, number];
   /** How long a partition that failed waits before its next batch. */
   retryDelayMs?: number;
-  /** Give up (and report lost ids) after this long. */
+  /** Give up (and report lost ids) after this long (default: runDeadlineMs). */
   deadlineMs?: number;
 }
 
@@ -114,7 +114,7 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
   const invocationMs = options.invocationMs ?? 1_500;
   const retryDelayMs = options.retryDelayMs ?? 50;
   const handlerFailure = options.handlerFailure ?? 0;
-  const deadline = Date.now() + (options.deadlineMs ?? 240_000);
+  const deadline = Date.now() + runDeadlineMs(options.messages, options.deadlineMs);
 
   // The topic: each id keyed to one partition, copies appended later in the same partition.
   const tag = random().toString(36).slice(2, 8);

@@ -32,7 +32,7 @@ import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine/index.js";
 import { DeadlineExceededError, StoreUnavailableError } from "../../src/errors.js";
-import { type CrashRates, type WindowReport, commonReport, countEffects, countKill, crashPoint, emptyWindow, envelope, killable, never, shuffle, sleep } from "./broker-parts.js";
+import { type CrashRates, type WindowReport, commonReport, countEffects, countKill, crashPoint, emptyWindow, envelope, killable, never, runDeadlineMs, shuffle, sleep } from "./broker-parts.js";
 import type { FaultSwitch } from "./faults.js";
 
 export type { WindowReport } from "./broker-parts.js";
@@ -92,7 +92,7 @@ export interface SimulationOptions {
    * repeats go to the first set that has it, counted in `duplicates.byFault`.
    */
   explainedRepeats?: readonly { label: string; ids(): ReadonlySet<string> | Promise<ReadonlySet<string>> }[];
-  /** Give up (and report lost ids) after this long. */
+  /** Give up (and report lost ids) after this long (default: runDeadlineMs). */
   deadlineMs?: number;
   /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start. */
   kill?: number;
@@ -160,7 +160,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const leaseMs = options.leaseMs ?? 2_000;
   const visibilityMs = options.visibilityMs ?? Math.round(leaseMs * 1.25);
   const handlerFailure = options.handlerFailure ?? 0;
-  const deadline = Date.now() + (options.deadlineMs ?? 240_000);
+  const deadline = Date.now() + runDeadlineMs(options.messages, options.deadlineMs);
 
   const ids: string[] = [];
   const queue: QueuedDelivery[] = [];
@@ -273,6 +273,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         const id = context.key as string;
         if (point === "before-effect") {
           died();
+          // In transactional mode the handler holds an open transaction (a pooled connection): a dead
+          // process's connection closes and the database rolls it back, so end it here too, or the
+          // abandoned transactions of a long run would drain the pool.
+          if (tx) throw new Error("crashed (simulated) before the effect: the transaction dies with the process");
           return never;
         }
         running.add(id);
