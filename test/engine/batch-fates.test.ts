@@ -146,22 +146,29 @@ describe("a finished success lingers only while another message may still start"
 });
 
 describe("the answer at the deadline", () => {
-  it("a success still lingering for company is committed before the answer, not left in flight", async () => {
+  it("a success and a failure's release still lingering for company both land before the answer", async () => {
     vi.useFakeTimers();
     const store = new InMemoryStore();
-    const engine = new BatchEngine(store, (_m, ctx) => (ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 10_000)) : undefined), {
-      commitLingerMs: 1_000,
-      deadlineMarginMs: 1_000,
-    });
-    const answer = engine.process([delivery("a"), delivery("slow")], { deadline: Date.now() + 1_500 });
-    // The answer is due at 500 ms, long before a's 1 s linger would end.
+    const engine = new BatchEngine(
+      store,
+      (_m, ctx) => {
+        if (ctx.key === "f") throw new Error("not done");
+        return ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 10_000)) : undefined;
+      },
+      { commitLingerMs: 1_000, deadlineMarginMs: 1_000 },
+    );
+    const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
+    // The answer is due at 500 ms, long before the 1 s linger would end.
     await vi.advanceTimersByTimeAsync(600);
     const results = await answer;
     expect(results.map((r) => [r.status, r.ack])).toEqual([
       ["ran", true],
+      ["failed", false],
       ["in-flight", false],
     ]);
     expect((await store.inspect("a"))?.status).toBe("done");
+    // f's claim was released: its redelivery may claim it at once.
+    expect((await store.claim("f")).status).toBe("claimed");
   });
 
   it("transactional mode: a batch whose transactions all ended has no handler pending", async () => {
@@ -210,13 +217,26 @@ describe("onResult", () => {
 
 describe("fingerprints and handler time", () => {
   it("an asynchronous fingerprint function is awaited before the claim: the record carries it, a reuse is a conflict", async () => {
-    const store = new InMemoryStore();
+    const inner = new InMemoryStore();
+    const claimed: (string | undefined)[][] = [];
+    const store = claimingView({
+      inner,
+      batch: true,
+      overrides: {
+        claimMany: (ids, lease, fps) => {
+          claimed.push([...(fps ?? [])]);
+          return inner.claimMany(ids, lease, fps);
+        },
+      },
+    });
     const engine = new BatchEngine(store, () => undefined, {
       fingerprint: async (message) => `fp-${String((message.data as { v: number }).v)}`,
     });
     const [first] = await engine.process([{ body: envelopeBody("a", { data: { v: 1 } }), context: {} }]);
     expect(first?.status).toBe("ran");
-    expect((await store.inspect("a"))?.fingerprint).toBe("fp-1");
+    // The claim itself carries it: a concurrent delivery with another payload is a conflict in flight too.
+    expect(claimed).toEqual([["fp-1"]]);
+    expect((await inner.inspect("a"))?.fingerprint).toBe("fp-1");
     const [again] = await engine.process([{ body: envelopeBody("a", { data: { v: 2 } }), context: {} }]);
     expect(again?.status).toBe("conflict");
     expect(again?.error).toBeInstanceOf(PayloadConflictError);

@@ -33,7 +33,7 @@ const deliveries = (plans: readonly Plan[]) =>
 /** An engine over a store that takes CLAIM_MS per claim step; when each commit and release step came (ms after the batch's claim step). */
 function timeline(claimMs = CLAIM_MS) {
   const inner = new InMemoryStore();
-  let claimedAt = START;
+  let claimedAt = 0;
   const commits: [string[], number][] = [];
   const releases: [string[], number][] = [];
   const store = claimingView({
@@ -71,6 +71,8 @@ function timeline(claimMs = CLAIM_MS) {
 
 beforeEach(() => {
   vi.useFakeTimers({ now: START, toFake: ["setTimeout", "clearTimeout", "Date", "performance"] });
+  // A process that has been up a while: the monotonic clock reads far from 0.
+  vi.advanceTimersByTime(1_000);
 });
 afterEach(() => {
   vi.useRealTimers();
