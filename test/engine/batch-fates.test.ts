@@ -171,6 +171,37 @@ describe("the answer at the deadline", () => {
     expect((await store.claim("f")).status).toBe("claimed");
   });
 
+  it("a commit and a release still in flight at the answer are waited for (until just before the deadline)", async () => {
+    vi.useFakeTimers();
+    const inner = new InMemoryStore();
+    const slowly = <T>(work: () => Promise<T>) => new Promise<T>((resolve) => setTimeout(() => resolve(work()), 700));
+    const store = claimingView({
+      inner,
+      batch: true,
+      overrides: {
+        rememberMany: (ids, fps) => slowly(() => inner.rememberMany(ids, fps)),
+        releaseMany: (claims) => slowly(() => inner.releaseMany(claims)),
+      },
+    });
+    const engine = new BatchEngine(
+      store,
+      (_m, ctx) => {
+        if (ctx.key === "f") throw new Error("not done");
+        return ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 10_000)) : undefined;
+      },
+      { commitLingerMs: 0, deadlineMarginMs: 1_000 },
+    );
+    // Answer due at 500 ms; both steps started at once and land at 700, before 1_500 - 1_000 / 4.
+    const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
+    await vi.advanceTimersByTimeAsync(800);
+    const results = await answer;
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["failed", false],
+      ["in-flight", false],
+    ]);
+  });
+
   it("transactional mode: a batch whose transactions all ended has no handler pending", async () => {
     const events: EngineEvent[] = [];
     const engine = new BatchEngine(new FencedMemoryStore(), () => undefined, { transactional: true, observe: (event) => void events.push(event) });
