@@ -32,6 +32,9 @@ const BACKEND_FREE = [
   "test/docs/examples.test.ts",
   "test/stores/postgres/pool-listeners.test.ts",
   "test/package/bench-docs.test.ts",
+  "test/engine/batch-fates.test.ts",
+  "test/engine/linger-timeline.test.ts",
+  "test/engine/engine-edges.test.ts",
 ];
 
 export default defineConfig({

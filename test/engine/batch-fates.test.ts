@@ -1,0 +1,290 @@
+/**
+ * One batch's bookkeeping (src/engine/batch.ts) seen from outside: the fate of each delivery in the
+ * corners whole-batch tests left loose — a FIFO group around messages the gate or the parser already
+ * decided, copies of an id when the deadline leaves no time to claim, the count of messages still to
+ * start that decides whether a finished success lingers for company, `onResult` exactly once per
+ * delivery even when a handler finishes after the answer, an asynchronous fingerprint function, and
+ * the time of a handler that throws synchronously.
+ * On InMemoryStore (and a thin view of it that records the commit steps).
+ */
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { FencedClaim, TransactionalStore } from "../../src/contract.js";
+import type { MessageResult } from "../../src/decision.js";
+import { BatchEngine } from "../../src/engine/index.js";
+import { GroupBlockedError, type InvalidMessageError, PayloadConflictError } from "../../src/errors.js";
+import type { EngineEvent } from "../../src/events.js";
+import { InMemoryStore } from "../../src/memory-store.js";
+import { envelopeBody } from "../support/envelopes.js";
+import { claimingView } from "../support/store-views.js";
+
+const body = (id: string | undefined, data: Record<string, unknown> = { id }) => envelopeBody(id, { job: "urn:babel:fates", data });
+const delivery = (id: string | undefined, extra: Record<string, unknown> = {}) => ({ body: body(id), context: {}, ...extra });
+
+/** A claiming view of `inner` with batch forms that records every commit step's ids. */
+function recordingCommits(inner = new InMemoryStore()) {
+  const commits: string[][] = [];
+  const store = claimingView({
+    inner,
+    batch: true,
+    overrides: {
+      rememberMany: async (ids, fps) => {
+        commits.push([...ids]);
+        await inner.rememberMany(ids, fps);
+      },
+    },
+  });
+  return { inner, store, commits };
+}
+
+/**
+ * The smallest TransactionalStore in memory: the handler's work, then the fence (the claim's token
+ * must still own the id) and the commit. (batch-run.test.ts has a fuller one that journals writes.)
+ */
+class FencedMemoryStore extends InMemoryStore implements TransactionalStore<string[]> {
+  async transact(claim: FencedClaim, work: (tx: string[]) => Promise<void>): Promise<void> {
+    await work([]);
+    if (!(await this.release(claim.id, claim.token))) throw new Error(`fence lost for ${claim.id}`);
+    await this.remember(claim.id, claim.fingerprint);
+  }
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("FIFO groups around messages decided before they run", () => {
+  it("a duplicate after a failure in its group is blocked with the rest, not acknowledged as a duplicate", async () => {
+    const store = new InMemoryStore();
+    await store.remember("D");
+    const runs: string[] = [];
+    const engine = new BatchEngine(store, (_m, ctx) => {
+      runs.push(ctx.key as string);
+      throw new Error("not done");
+    });
+    const results = await engine.process([delivery("F", { group: "g" }), delivery("D", { group: "g" })]);
+    expect(results.map((r) => [r.status, r.ack, r.handlerRan])).toEqual([
+      ["failed", false, true],
+      ["failed", false, false],
+    ]);
+    expect(results[1]?.error).toBeInstanceOf(GroupBlockedError);
+    expect(runs).toEqual(["F"]);
+  });
+
+  it("an invalid body that is dropped (onInvalid: drop) is acknowledged, and its group goes on", async () => {
+    const runs: string[] = [];
+    const engine = new BatchEngine(new InMemoryStore(), (_m, ctx) => void runs.push(ctx.key as string), { onInvalid: "drop" });
+    const results = await engine.process([{ body: "{bad", context: {}, group: "g" }, delivery("G1", { group: "g" }), delivery("G2", { group: "g" })]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["invalid", true],
+      ["ran", true],
+      ["ran", true],
+    ]);
+    expect(runs).toEqual(["G1", "G2"]);
+  });
+});
+
+describe("a delivery the transport already rejected", () => {
+  it("is invalid with the transport's reason: its body is never parsed, nothing is claimed, the handler never runs", async () => {
+    const store = new InMemoryStore();
+    let parsed = 0;
+    let runs = 0;
+    const engine = new BatchEngine(store, () => void (runs += 1), {
+      parse: (raw) => {
+        parsed += 1;
+        return JSON.parse(raw as string) as Record<string, unknown>;
+      },
+      key: (message) => (message.meta as { id: string }).id,
+    });
+    const [result] = await engine.process([{ ...delivery("r"), rejected: "bq-schema-version 9 is not accepted" }]);
+    expect(result).toMatchObject({ status: "invalid", ack: false, handlerRan: false, dedupe: "none" });
+    expect((result?.error as InvalidMessageError).reason).toBe("bq-schema-version 9 is not accepted");
+    expect([parsed, runs]).toEqual([0, 0]);
+    expect(await store.inspect("r")).toBeNull();
+  });
+});
+
+describe("no time left to claim", () => {
+  it("copies of an id share the fate of their first copy: not started, not acknowledged, nothing claimed", async () => {
+    const store = new InMemoryStore();
+    let runs = 0;
+    const results = await new BatchEngine(store, () => void (runs += 1)).process([delivery("a"), delivery("a"), delivery("b")], {
+      deadline: Date.now() + 500,
+    });
+    expect(results.map((r) => [r.status, r.ack, r.handlerRan, r.key])).toEqual([
+      ["failed", false, false, "a"],
+      ["in-flight", false, false, "a"],
+      ["failed", false, false, "b"],
+    ]);
+    expect(runs).toBe(0);
+    expect(await store.inspect("a")).toBeNull();
+  });
+});
+
+describe("a finished success lingers only while another message may still start", () => {
+  // One message at a time, a 1 s linger: the commit waits for every message still to start, and
+  // goes the moment the last one finished. A miscount either way splits the commit.
+  const oneAtATime = (store: ReturnType<typeof recordingCommits>["store"], handle: (key: string | undefined) => void = () => undefined) =>
+    new BatchEngine(store, (_m, ctx) => handle(ctx.key), { concurrency: 1, commitLingerMs: 1_000 });
+
+  it("a message that failed before them does not count as one still to start, nor twice as started", async () => {
+    const { store, commits } = recordingCommits();
+    const engine = oneAtATime(store, (key) => {
+      if (key === undefined) throw new Error("not done");
+    });
+    const results = await engine.process([delivery(undefined, { n: 1 }), delivery("a"), delivery("b"), delivery("c")]);
+    expect(results.map((r) => r.status)).toEqual(["failed", "ran", "ran", "ran"]);
+    expect(commits).toEqual([["a", "b", "c"]]);
+  });
+
+  it("copies of a duplicate never start: the duplicate counts once, its copies not at all", async () => {
+    const { inner, store, commits } = recordingCommits();
+    await inner.remember("x");
+    const results = await oneAtATime(store).process([delivery("x"), delivery("x"), delivery("x"), delivery("a"), delivery("b"), delivery("c")]);
+    expect(results.map((r) => r.status)).toEqual(["duplicate", "duplicate", "duplicate", "ran", "ran", "ran"]);
+    expect(commits).toEqual([["a", "b", "c"]]);
+  });
+});
+
+describe("the answer at the deadline", () => {
+  it("a success and a failure's release still lingering for company both land before the answer", async () => {
+    vi.useFakeTimers();
+    const store = new InMemoryStore();
+    const engine = new BatchEngine(
+      store,
+      (_m, ctx) => {
+        if (ctx.key === "f") throw new Error("not done");
+        return ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 10_000)) : undefined;
+      },
+      { commitLingerMs: 1_000, deadlineMarginMs: 1_000 },
+    );
+    const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
+    // The answer is due at 500 ms, long before the 1 s linger would end.
+    await vi.advanceTimersByTimeAsync(600);
+    const results = await answer;
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["failed", false],
+      ["in-flight", false],
+    ]);
+    expect((await store.inspect("a"))?.status).toBe("done");
+    // f's claim was released: its redelivery may claim it at once.
+    expect((await store.claim("f")).status).toBe("claimed");
+  });
+
+  it("a commit and a release still in flight at the answer are waited for (until just before the deadline)", async () => {
+    vi.useFakeTimers();
+    const inner = new InMemoryStore();
+    const slowly = <T>(work: () => Promise<T>) => new Promise<T>((resolve) => setTimeout(() => resolve(work()), 700));
+    const store = claimingView({
+      inner,
+      batch: true,
+      overrides: {
+        rememberMany: (ids, fps) => slowly(() => inner.rememberMany(ids, fps)),
+        releaseMany: (claims) => slowly(() => inner.releaseMany(claims)),
+      },
+    });
+    const engine = new BatchEngine(
+      store,
+      (_m, ctx) => {
+        if (ctx.key === "f") throw new Error("not done");
+        return ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 10_000)) : undefined;
+      },
+      { commitLingerMs: 0, deadlineMarginMs: 1_000 },
+    );
+    // Answer due at 500 ms; both steps started at once and land at 700, before 1_500 - 1_000 / 4.
+    const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
+    await vi.advanceTimersByTimeAsync(800);
+    const results = await answer;
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["failed", false],
+      ["in-flight", false],
+    ]);
+  });
+
+  it("transactional mode: a batch whose transactions all ended has no handler pending", async () => {
+    const events: EngineEvent[] = [];
+    const engine = new BatchEngine(new FencedMemoryStore(), () => undefined, { transactional: true, observe: (event) => void events.push(event) });
+    const results = await engine.process([delivery("a"), delivery("b")]);
+    expect(results.map((r) => r.status)).toEqual(["ran", "ran"]);
+    expect(events.at(-1)).toMatchObject({ type: "batch-end", size: 2, pending: 0 });
+  });
+});
+
+describe("onResult", () => {
+  it("is called once per delivery, before the answer, even when a handler finishes (and commits) after it", async () => {
+    vi.useFakeTimers();
+    const store = new InMemoryStore();
+    const calls: [number, string][] = [];
+    const late: EngineEvent[] = [];
+    const engine = new BatchEngine(store, (_m, ctx) => (ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 5_000)) : undefined), {
+      deadlineMarginMs: 1_000,
+      observe: (event) => {
+        if (event.type === "result" && event.late === true) late.push(event);
+      },
+    });
+    const answer = engine.process([delivery("a"), delivery("slow")], {
+      deadline: Date.now() + 2_000,
+      onResult: (index: number, result: MessageResult) => void calls.push([index, result.status]),
+    });
+    await vi.advanceTimersByTimeAsync(1_500);
+    const results = await answer;
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["in-flight", false],
+    ]);
+    expect(calls).toEqual([
+      [0, "ran"],
+      [1, "in-flight"],
+    ]);
+    // The slow handler finishes after the answer: its commit still lands, reported as a late event only.
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect((await store.inspect("slow"))?.status).toBe("done");
+    expect(late).toHaveLength(1);
+    expect(late[0]).toMatchObject({ index: 1, result: { status: "ran", ack: true } });
+    expect(calls).toHaveLength(2);
+  });
+});
+
+describe("fingerprints and handler time", () => {
+  it("an asynchronous fingerprint function is awaited before the claim: the record carries it, a reuse is a conflict", async () => {
+    const inner = new InMemoryStore();
+    const claimed: (string | undefined)[][] = [];
+    const store = claimingView({
+      inner,
+      batch: true,
+      overrides: {
+        claimMany: (ids, lease, fps) => {
+          claimed.push([...(fps ?? [])]);
+          return inner.claimMany(ids, lease, fps);
+        },
+      },
+    });
+    const engine = new BatchEngine(store, () => undefined, {
+      fingerprint: async (message) => `fp-${String((message.data as { v: number }).v)}`,
+    });
+    const [first] = await engine.process([{ body: envelopeBody("a", { data: { v: 1 } }), context: {} }]);
+    expect(first?.status).toBe("ran");
+    // The claim itself carries it: a concurrent delivery with another payload is a conflict in flight too.
+    expect(claimed).toEqual([["fp-1"]]);
+    expect((await inner.inspect("a"))?.fingerprint).toBe("fp-1");
+    const [again] = await engine.process([{ body: envelopeBody("a", { data: { v: 2 } }), context: {} }]);
+    expect(again?.status).toBe("conflict");
+    expect(again?.error).toBeInstanceOf(PayloadConflictError);
+  });
+
+  it("a handler that throws synchronously is timed like any other", async () => {
+    const events: EngineEvent[] = [];
+    const [result] = await new BatchEngine(
+      new InMemoryStore(),
+      () => {
+        throw new Error("at once");
+      },
+      { observe: (event) => void events.push(event) },
+    ).process([delivery("a")]);
+    expect(result?.status).toBe("failed");
+    const event = events.find((e) => e.type === "result");
+    expect(event?.type === "result" ? event.handlerMs : undefined).toBeGreaterThanOrEqual(0);
+    expect(event?.type === "result" ? event.handlerMs : undefined).toBeLessThan(10_000);
+  });
+});
