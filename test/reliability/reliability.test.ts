@@ -263,7 +263,9 @@ function postgresFaults(): void {
       reports.push(run.report);
       faultRows.push({ store, fault: mode === "fast" ? "PostgreSQL restart (fast shutdown)" : "PostgreSQL crash and restart", figures: restartFigures(run, "pool") });
       expectSound(run.report);
-      expect(run.report.storeUnavailable, "the restart was felt").toBeGreaterThan(0);
+      // Felt: a delivery refused while the server was away, or a pooled connection's error heard (on a
+      // loaded machine every consumer can be between batches for the whole second it is away).
+      expect(run.report.storeUnavailable + run.clientErrors, "the restart was felt").toBeGreaterThan(0);
       expect(run.ackedNotCommitted, "acked as committed, not in the store").toBe(0);
       expect(run.report.recoveryMs, "a batch ran after the restart").toBeDefined();
       // The fault that once crashed `npm run bench`: idle pooled connections terminated by the administrator command, heard by the pool's listener.
