@@ -7,7 +7,7 @@
  * What this is *not*: per-batch state. What one `process` call adds (its lease, deadline, observer,
  * interceptor) is `ProcessOptions`, held by that batch's `BatchRun`.
  */
-import { type Store, isClaimingStore, isTransactionalStore } from "../contract.js";
+import { type Store, isTransactionalStore } from "../contract.js";
 import type { DecisionPolicy } from "../decision.js";
 import { type Envelope, decodeEnvelope, messageId } from "../envelope.js";
 import { InvalidMessageError, InvalidOptionError } from "../errors.js";
@@ -128,9 +128,4 @@ export function engineSettings<Message, RuntimeContext>(
     observe: options.observe,
     intercept: options.intercept,
   };
-}
-
-/** True when the settings' store claims atomically (claim mode). */
-export function claimMode(settings: EngineSettings<unknown, unknown>): boolean {
-  return isClaimingStore(settings.store);
 }
