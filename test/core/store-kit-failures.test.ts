@@ -6,14 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
-import {
-  MAX_FAILURE_DETAIL,
-  describeFailure,
-  errorCode,
-  httpStatus,
-  scrubbedError,
-  storeFailure,
-} from "../../src/store-kit/failures.js";
+import { MAX_FAILURE_DETAIL, describeFailure, errorCode, httpStatus, scrubbedError, storeFailure } from "../../src/store-kit/failures.js";
 
 /** An error as a driver throws it: a message plus whatever fields the driver adds. */
 function driverError(message: string, fields: Record<string, unknown> = {}, options?: { cause?: unknown }): Error {

@@ -15,26 +15,10 @@ import { GroupBlockedError, type InvalidMessageError, PayloadConflictError } fro
 import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { envelopeBody } from "../support/envelopes.js";
-import { claimingView } from "../support/store-views.js";
+import { claimingView, recordingCommits } from "../support/store-views.js";
 
 const body = (id: string | undefined, data: Record<string, unknown> = { id }) => envelopeBody(id, { job: "urn:babel:fates", data });
 const delivery = (id: string | undefined, extra: Record<string, unknown> = {}) => ({ body: body(id), context: {}, ...extra });
-
-/** A claiming view of `inner` with batch forms that records every commit step's ids. */
-function recordingCommits(inner = new InMemoryStore()) {
-  const commits: string[][] = [];
-  const store = claimingView({
-    inner,
-    batch: true,
-    overrides: {
-      rememberMany: async (ids, fps) => {
-        commits.push([...ids]);
-        await inner.rememberMany(ids, fps);
-      },
-    },
-  });
-  return { inner, store, commits };
-}
 
 /**
  * The smallest TransactionalStore in memory: the handler's work, then the fence (the claim's token

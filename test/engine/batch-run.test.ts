@@ -16,7 +16,7 @@ import { BatchEngine } from "../../src/engine/index.js";
 import { FenceLostError, GroupBlockedError, type PayloadConflictError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
-import { claimingView, seenSetView } from "../support/store-views.js";
+import { claimingView, recordingCommits, seenSetView } from "../support/store-views.js";
 import { envelopeBody } from "../support/envelopes.js";
 
 const body = (id: string, data: Record<string, unknown> = { id }) => envelopeBody(id, { job: "urn:babel:batch", data });
@@ -165,21 +165,6 @@ describe("a copy after a conflicting first copy is judged by the stored payload"
 });
 
 describe("group commit waits only for handlers that may still finish", () => {
-  function counting(inner = new InMemoryStore()) {
-    const commits: string[][] = [];
-    const store = claimingView({
-      inner,
-      batch: true,
-      overrides: {
-        rememberMany: async (ids, fps) => {
-          commits.push([...ids]);
-          await inner.rememberMany(ids, fps);
-        },
-      },
-    });
-    return { store, commits };
-  }
-
   /** An engine running one message at a time with a 1 s linger; when each commit step came (ms after this call). */
   function lingeringOneAtATime(store: ClaimingStore) {
     const started = Date.now();
@@ -195,14 +180,14 @@ describe("group commit waits only for handlers that may still finish", () => {
   }
 
   it("one at a time: the first success lingers for the messages still waiting, and all share one commit", async () => {
-    const { store, commits } = counting();
+    const { store, commits } = recordingCommits();
     const results = await new BatchEngine(store, async () => {}, { concurrency: 1, commitLingerMs: 1_000 }).process(deliveries(["a", "b", "c"]));
     expect(results.map((r) => r.status)).toEqual(["ran", "ran", "ran"]);
     expect(commits).toEqual([["a", "b", "c"]]);
   });
 
   it("a later copy of a key is not worth waiting for: it never runs", async () => {
-    const { store, commits } = counting();
+    const { store, commits } = recordingCommits();
     const { engine, commitTimes } = lingeringOneAtATime(store);
     // The copy's result waits for the first copy's commit, so an `onResult` sees when that came.
     const results = await engine.process(deliveries(["a", "a"]));
@@ -213,7 +198,7 @@ describe("group commit waits only for handlers that may still finish", () => {
   });
 
   it("a message already decided (a duplicate) is not worth waiting for either", async () => {
-    const { store, commits } = counting();
+    const { store, commits } = recordingCommits();
     await store.remember("done", undefined);
     const { engine, commitTimes } = lingeringOneAtATime(store);
     const results = await engine.process(deliveries(["a", "done"]));

@@ -55,3 +55,19 @@ export function throwingOnAccess<S extends object>(store: S, property: string): 
     },
   });
 }
+
+/** A claiming view of `inner` with batch forms that records the ids of every commit step (`rememberMany`). */
+export function recordingCommits(inner = new InMemoryStore()): { inner: InMemoryStore; store: ClaimingStore; commits: string[][] } {
+  const commits: string[][] = [];
+  const store = claimingView({
+    inner,
+    batch: true,
+    overrides: {
+      rememberMany: async (ids, fps) => {
+        commits.push([...ids]);
+        await inner.rememberMany(ids, fps);
+      },
+    },
+  });
+  return { inner, store, commits };
+}
