@@ -34,6 +34,7 @@ import { describeFailure, storeFailure } from "../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../src/store-kit/options.js";
+import { fenceToken, heldClaims, isToken } from "../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../src/store-kit/windows.js";
 
 /** What the store reads from a D1 result (`D1Result` has it). */
@@ -239,12 +240,12 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
   }
 
   async release(id: string, token: string): Promise<boolean> {
-    if (typeof token !== "string" || token === "") return false;
+    if (!isToken(token)) return false;
     return (await this.#release("release", [{ id, token }])) === 1;
   }
 
   async releaseMany(claims: readonly ClaimRef[]): Promise<void> {
-    await this.#release("releaseMany", claims.filter((claim) => typeof claim?.token === "string" && claim.token !== ""));
+    await this.#release("releaseMany", heldClaims(claims));
   }
 
   async remember(id: string, fingerprint?: string): Promise<void> {
@@ -306,7 +307,7 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
    */
   async transact(claim: FencedClaim, work: (tx: D1Transaction<Db>) => Promise<void>): Promise<void> {
     if (typeof work !== "function") throw new InvalidOptionError("work", "must be a function");
-    if (typeof claim?.token !== "string" || claim.token === "") throw new FenceLostError(String(claim?.id));
+    fenceToken(claim);
     const key = await this.key(claim.id);
     const added: D1StatementLike[] = [];
     await work({ db: this.#db, add: (...statements) => void added.push(...statements), statements: added });

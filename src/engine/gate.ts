@@ -15,6 +15,7 @@ import { type Claim, type ClaimFailure, type ClaimingStore, type Recall, isClaim
 import { invalid } from "../decision.js";
 import { reconcileAttempts } from "../envelope.js";
 import { InvalidMessageError } from "../errors.js";
+import { isToken } from "../store-kit/tokens.js";
 import type { EngineEvent } from "../events.js";
 import { fingerprintOf } from "../fingerprint.js";
 import type { EngineSettings } from "./settings.js";
@@ -129,7 +130,7 @@ function isClaim(value: unknown): value is Claim {
   if (claim.fingerprint !== undefined && typeof claim.fingerprint !== "string") return false;
   switch (claim.status) {
     case "claimed":
-      return typeof claim.token === "string" && claim.token !== "";
+      return isToken(claim.token);
     case "done":
       return true;
     case "in-flight":

@@ -9,7 +9,9 @@
  *   anything is written, and omitted from answers that have none;
  * - failures (failures.ts): a backend's error as a `StoreUnavailableError` that carries no payload,
  *   key or secret;
- * - options (options.ts): an options object that rejects keys it does not know.
+ * - options (options.ts): an options object that rejects keys it does not know;
+ * - tokens (tokens.ts): a claim token is a non-empty string; without one a release is a no-op and a
+ *   transaction a lost fence.
  *
  * The contract itself (`Store`, `ClaimingStore`, `Claim`, …) is on the package root; the types only a
  * store's author (or a direct caller of a batch form) meets (`BatchClaim`, `ClaimFailure`, `ClaimHints`,
@@ -35,3 +37,4 @@ export {
   storeFailure,
 } from "./failures.js";
 export { type OptionKeys, checkOptions, optionKeys, unionKeys } from "./options.js";
+export { fenceToken, heldClaims, isToken } from "./tokens.js";

@@ -52,6 +52,7 @@ import { storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
+import { isToken } from "../../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { type BatchTarget, type Projection, readAll, writeAll } from "./batch.js";
 import { type ClaimTarget, claimKey } from "./claim.js";
@@ -450,7 +451,7 @@ export class DynamoDBStore implements ClaimingStore {
   }
 
   async release(id: string, token: string): Promise<boolean> {
-    if (typeof token !== "string" || token === "") return false;
+    if (!isToken(token)) return false;
     return this.#releaseKey(await this.#key(id), token);
   }
 

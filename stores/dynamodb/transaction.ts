@@ -46,6 +46,7 @@ import type { FencedClaim } from "../../src/contract.js";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
 import { sha256Base64url } from "../../src/store-kit/keys.js";
+import { fenceToken } from "../../src/store-kit/tokens.js";
 import { DONE, FINGERPRINT, IN_FLIGHT, NAMES, OWNED } from "./items.js";
 import type { Send } from "./send.js";
 
@@ -134,7 +135,7 @@ export async function transactDynamoDB(
   work: (tx: DynamoDBTransaction) => Promise<void>,
 ): Promise<void> {
   if (typeof work !== "function") throw new InvalidOptionError("work", "must be a function");
-  if (typeof claim?.token !== "string" || claim.token === "") throw new FenceLostError(String(claim?.id));
+  fenceToken(claim);
   const key = await deps.key(claim.id);
   const tx = new DynamoDBTransaction();
   await work(tx);

@@ -41,6 +41,7 @@ import { describeFailure, scrubbedError } from "../../src/store-kit/failures.js"
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
+import { fenceToken, heldClaims, isToken } from "../../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { isRetryable, sqlState, unavailable } from "./errors.js";
 import { DEFAULT_POSTGRES_TABLES, type PostgresLayout, checkLayout, isSdkLayout, layoutStatements, layoutTableSql, sdkRowKey } from "./layouts.js";
@@ -291,12 +292,12 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
   }
 
   async release(id: string, token: string): Promise<boolean> {
-    if (typeof token !== "string" || token === "") return false;
+    if (!isToken(token)) return false;
     return (await this.#release("release", [{ id, token }])) === 1;
   }
 
   async releaseMany(claims: readonly ClaimRef[]): Promise<void> {
-    await this.#release("releaseMany", claims.filter((claim) => typeof claim?.token === "string" && claim.token !== ""));
+    await this.#release("releaseMany", heldClaims(claims));
   }
 
   async remember(id: string, fingerprint?: string): Promise<void> {
@@ -467,7 +468,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
    */
   async transact(claim: FencedClaim, work: (tx: Tx) => Promise<void>): Promise<void> {
     if (typeof work !== "function") throw new InvalidOptionError("work", "must be a function");
-    if (typeof claim?.token !== "string" || claim.token === "") throw new FenceLostError(String(claim?.id));
+    fenceToken(claim);
     const key = await this.key(claim.id);
     const values = [key, claim.token, claim.fingerprint ?? null, this.#retention()];
     for (let attempt = 0; ; attempt += 1) {
