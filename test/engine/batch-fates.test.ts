@@ -11,6 +11,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { FencedClaim, TransactionalStore } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine/index.js";
+import type { Handler } from "../../src/engine/types.js";
+import type { Envelope } from "../../src/envelope.js";
 import { GroupBlockedError, type InvalidMessageError, PayloadConflictError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
@@ -130,26 +132,30 @@ describe("a finished success lingers only while another message may still start"
 });
 
 describe("the answer at the deadline", () => {
+  /** "f" fails, "slow" outlives the answer, anything else succeeds. */
+  const aFailsSlowHangs: Handler<Envelope, object> = (_m, ctx) => {
+    if (ctx.key === "f") throw new Error("not done");
+    return ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 10_000)) : undefined;
+  };
+  const RAN_FAILED_IN_FLIGHT = [
+    ["ran", true],
+    ["failed", false],
+    ["in-flight", false],
+  ];
+
   it("a success and a failure's release still lingering for company both land before the answer", async () => {
     vi.useFakeTimers();
     const store = new InMemoryStore();
     const engine = new BatchEngine(
       store,
-      (_m, ctx) => {
-        if (ctx.key === "f") throw new Error("not done");
-        return ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 10_000)) : undefined;
-      },
+      aFailsSlowHangs,
       { commitLingerMs: 1_000, deadlineMarginMs: 1_000 },
     );
     const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
     // The answer is due at 500 ms, long before the 1 s linger would end.
     await vi.advanceTimersByTimeAsync(600);
     const results = await answer;
-    expect(results.map((r) => [r.status, r.ack])).toEqual([
-      ["ran", true],
-      ["failed", false],
-      ["in-flight", false],
-    ]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual(RAN_FAILED_IN_FLIGHT);
     expect((await store.inspect("a"))?.status).toBe("done");
     // f's claim was released: its redelivery may claim it at once.
     expect((await store.claim("f")).status).toBe("claimed");
@@ -169,21 +175,14 @@ describe("the answer at the deadline", () => {
     });
     const engine = new BatchEngine(
       store,
-      (_m, ctx) => {
-        if (ctx.key === "f") throw new Error("not done");
-        return ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 10_000)) : undefined;
-      },
+      aFailsSlowHangs,
       { commitLingerMs: 0, deadlineMarginMs: 1_000 },
     );
     // Answer due at 500 ms; both steps started at once and land at 700, before 1_500 - 1_000 / 4.
     const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
     await vi.advanceTimersByTimeAsync(800);
     const results = await answer;
-    expect(results.map((r) => [r.status, r.ack])).toEqual([
-      ["ran", true],
-      ["failed", false],
-      ["in-flight", false],
-    ]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual(RAN_FAILED_IN_FLIGHT);
   });
 
   it("transactional mode: a batch whose transactions all ended has no handler pending", async () => {

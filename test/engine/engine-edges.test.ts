@@ -68,6 +68,16 @@ describe("the commit queue's timer, spell after spell", () => {
     return { queue, steps };
   }
 
+  /** Adds `value` now and checks its step comes at `at`, its full 100 ms linger later: not 1 ms sooner. */
+  async function expectFullLinger(queue: StepQueue<string>, steps: [string[], number][], value: string, at: number) {
+    const before = [...steps];
+    void queue.add(value);
+    await vi.advanceTimersByTimeAsync(99);
+    expect(steps).toEqual(before);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(steps).toEqual([...before, [[value], at]]);
+  }
+
   it("a step started early by a nudge leaves no timer armed: the next entry lingers its own full time", async () => {
     const running = { value: true };
     const { queue, steps } = lingering(running);
@@ -79,15 +89,8 @@ describe("the commit queue's timer, spell after spell", () => {
     expect(steps).toEqual([[["a"], 10]]);
     running.value = true;
     await vi.advanceTimersByTimeAsync(40);
-    void queue.add("b");
     // a's linger would have ended at 100; b's own runs to 150.
-    await vi.advanceTimersByTimeAsync(99);
-    expect(steps).toEqual([[["a"], 10]]);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(steps).toEqual([
-      [["a"], 10],
-      [["b"], 150],
-    ]);
+    await expectFullLinger(queue, steps, "b", 150);
   });
 
   it("a failed step reports its first error, and how many of its entries failed", async () => {
@@ -107,14 +110,8 @@ describe("the commit queue's timer, spell after spell", () => {
     const { queue, steps } = lingering({ value: true });
     void queue.add("a");
     await vi.advanceTimersByTimeAsync(150);
-    void queue.add("b");
-    await vi.advanceTimersByTimeAsync(99);
     expect(steps).toEqual([[["a"], 100]]);
-    await vi.advanceTimersByTimeAsync(1);
-    expect(steps).toEqual([
-      [["a"], 100],
-      [["b"], 250],
-    ]);
+    await expectFullLinger(queue, steps, "b", 250);
   });
 });
 

@@ -69,6 +69,12 @@ function timeline(claimMs = CLAIM_MS) {
   return { run, commits, releases };
 }
 
+/** The commits of a batch whose successes are "a" and then "x", the last handler (committed at once). */
+const aThenX = (aAt: number, xAt: number) => [
+  [["a"], aAt],
+  [["x"], xAt],
+];
+
 beforeEach(() => {
   vi.useFakeTimers({ now: START, toFake: ["setTimeout", "clearTimeout", "Date", "performance"] });
   // A process that has been up a while: the monotonic clock reads far from 0.
@@ -90,10 +96,7 @@ describe("the adaptive linger, millisecond by millisecond", () => {
     expect(results.map((r) => r.status)).toEqual(["failed", "ran", "failed", "ran"]);
     // At 10 the next finish is expected 9 ms on (at 20); the failure at 12 makes it 12 + 2 + 1 = 15.
     // x, the last handler, commits at once: nobody is left to wait for.
-    expect(commits).toEqual([
-      [["a"], 15],
-      [["x"], 100],
-    ]);
+    expect(commits).toEqual(aThenX(15, 100));
   });
 
   it("a success's finish shortens the wait of a queued release the same way", async () => {
@@ -106,10 +109,7 @@ describe("the adaptive linger, millisecond by millisecond", () => {
     ]);
     // p's release first expects the next finish at 20; a's success at 11 makes it 11 + 1 + 1 = 13.
     expect(releases).toEqual([[["p"], 13]]);
-    expect(commits).toEqual([
-      [["a"], 13],
-      [["x"], 100],
-    ]);
+    expect(commits).toEqual(aThenX(13, 100));
   });
 
   it("when the wait ends it is asked again: a finish expected later than first thought extends it, within the budget", async () => {
@@ -121,10 +121,7 @@ describe("the adaptive linger, millisecond by millisecond", () => {
       { id: "x", finishMs: 100 },
     ]);
     // Expected at 20; the failure at 19 moves the expectation to 19 + 9 + 1 = 29 (still inside a's budget, 10 + 30).
-    expect(commits).toEqual([
-      [["a"], 29],
-      [["x"], 100],
-    ]);
+    expect(commits).toEqual(aThenX(29, 100));
   });
 
   it("the budget is one measured round trip: a finish expected past it is not waited for", async () => {
@@ -135,10 +132,7 @@ describe("the adaptive linger, millisecond by millisecond", () => {
       { id: "x", finishMs: 200 },
     ]);
     // Expected at 36 + 35 + 1 = 72, past 36 + 30: a commits at once.
-    expect(commits).toEqual([
-      [["a"], 36],
-      [["x"], 200],
-    ]);
+    expect(commits).toEqual(aThenX(36, 200));
   });
 
   it("a batch that asked the store nothing teaches the engine nothing about its pace", async () => {
@@ -152,10 +146,7 @@ describe("the adaptive linger, millisecond by millisecond", () => {
       { finishMs: 12, fail: true },
       { id: "x", finishMs: 100 },
     ]);
-    expect(commits).toEqual([
-      [["a"], 15],
-      [["x"], 100],
-    ]);
+    expect(commits).toEqual(aThenX(15, 100));
   });
 
   it("commit steps are round trips too: a store that commits at once gets no linger in the next batch", async () => {
@@ -167,10 +158,7 @@ describe("the adaptive linger, millisecond by millisecond", () => {
     ];
     await run(plan);
     // First batch: only the claim step's 30 ms is known, so a waits for the finish expected at 20.
-    expect(commits).toEqual([
-      [["a"], 20],
-      [["x"], 100],
-    ]);
+    expect(commits).toEqual(aThenX(20, 100));
     commits.length = 0;
     await run(plan.map((p) => (p.id === undefined ? p : { ...p, id: `${p.id}2` })));
     // The commit steps answered in 0 ms: the fastest round trip is 0, nothing to save by waiting.
