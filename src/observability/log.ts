@@ -78,8 +78,6 @@ function cut(key: string): string {
 function describe(result: MessageResult, facts: ErrorFacts | undefined): { level: LogLevel; message: string } {
   const status = result.status as OutcomeStatus;
   switch (status) {
-    case "ran":
-      return { level: "info", message: "ran" };
     case "duplicate":
       return { level: "info", message: "duplicate: already done, acknowledged without running" };
     case "in-flight":

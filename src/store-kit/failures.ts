@@ -76,9 +76,13 @@ export function describeFailure(error: unknown, wording: FailureWording = {}): s
   return text;
 }
 
-/** A copy of a backend error that keeps only its name, its worded message and its code. */
+/**
+ * A copy of a backend error that keeps only its name, its worded message (none with `message:
+ * false`) and its code. A thrown value that is not an Error keeps only its type: it may be anything.
+ */
 export function scrubbedError(error: unknown, wording: FailureWording = {}): Error {
-  const copy = new Error(error instanceof Error ? wordedMessage(error, wording) : String(error));
+  const message = !(error instanceof Error) ? `a non-error value (${typeof error})` : wording.message === false ? "" : wordedMessage(error, wording);
+  const copy = new Error(message);
   copy.name = error instanceof Error ? error.name : "Error";
   const code = errorCode(error) ?? (error as { code?: unknown } | null)?.code;
   if (typeof code === "string") (copy as Error & { code?: string }).code = code;

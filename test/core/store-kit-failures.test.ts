@@ -144,13 +144,21 @@ describe("scrubbedError", () => {
     expect(copy.message).toBe(`auth [redacted] ${"x".repeat(MAX_FAILURE_DETAIL - "auth [redacted] ".length)}…`);
   });
 
-  it("turns a thrown value that is not an Error into an Error", () => {
-    const copy = scrubbedError("boom");
+  it("turns a thrown value that is not an Error into an Error that keeps only its type (the value may quote anything)", () => {
+    const copy = scrubbedError("key order-7 token tok-1");
     expect(copy.name).toBe("Error");
-    expect(copy.message).toBe("boom");
+    expect(copy.message).toBe("a non-error value (string)");
     const fromNull = scrubbedError(null);
     expect(fromNull.name).toBe("Error");
-    expect(fromNull.message).toBe("null");
+    expect(fromNull.message).toBe("a non-error value (object)");
+  });
+
+  it("keeps no message with `message: false`, as describeFailure shows none", () => {
+    const copy = scrubbedError(driverError("item {id: order-7} too large", { name: "ValidationException", code: "VALIDATION" }), { message: false });
+    expect(copy.name).toBe("ValidationException");
+    expect(copy.message).toBe("");
+    expect((copy as Error & { code?: string }).code).toBe("VALIDATION");
+    expect(storeFailure("S", "op", new Error("order-7"), { message: false }).cause).toMatchObject({ message: "" });
   });
 });
 
