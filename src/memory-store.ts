@@ -43,6 +43,7 @@ interface Entry {
 }
 
 const SWEEP_EVERY_WRITES = 1024;
+// Stryker disable next-line BooleanLiteral: optionKeys reads only the keys; each `true` lets the compiler check the list against the options type
 const MEMORY_OPTION_KEYS = optionKeys<InMemoryStoreOptions>({ namespace: true, now: true, token: true, leaseMs: true, retentionMs: true });
 
 /**

@@ -22,6 +22,7 @@ export const DEFAULT_COMMIT_RETRIES = 2;
 export const DEFAULT_DEADLINE_MARGIN_MS = 1_000;
 
 /** Every key of `EngineOptions`: anything else is refused (a typo, an option of a newer version). */
+// Stryker disable BooleanLiteral: optionKeys reads only the keys; each `true` lets the compiler check the list against the options type
 export const ENGINE_OPTION_KEYS: OptionKeys<EngineOptions<unknown>> = optionKeys<EngineOptions<unknown>>({
   leaseMs: true,
   onStoreError: true,
@@ -38,6 +39,7 @@ export const ENGINE_OPTION_KEYS: OptionKeys<EngineOptions<unknown>> = optionKeys
   observe: true,
   intercept: true,
 });
+// Stryker restore BooleanLiteral
 
 /** The engine's options, validated and defaulted: the one shape every batch and phase reads. */
 export interface EngineSettings<Message, RuntimeContext> {

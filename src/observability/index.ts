@@ -191,6 +191,7 @@ export function createObservability<Env = unknown>(
 }
 
 /** The keys of `ObservabilityOptions`, for the handlers' own option checks. */
+// Stryker disable next-line BooleanLiteral: optionKeys reads only the keys; each `true` lets the compiler check the list against the options type
 export const OBSERVABILITY_OPTION_KEYS: OptionKeys<ObservabilityOptions> = optionKeys<ObservabilityOptions>({ logger: true, metrics: true, tracing: true });
 
 /** The queue name of an SQS `eventSourceARN` (`arn:aws:sqs:region:account:name`), else undefined. */

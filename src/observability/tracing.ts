@@ -251,6 +251,7 @@ function finish(span: OtelSpan, result: MessageResult): void {
   span.end();
 }
 
+// Stryker disable next-line BooleanLiteral: optionKeys reads only the keys; each `true` lets the compiler check the list against the options type
 const TRACING_OPTION_KEYS = optionKeys<TracingOptions>({ api: true, tracer: true });
 
 /**

@@ -35,3 +35,12 @@ describe("checkOptions suggestions", () => {
     expect(refusal({ rxtxntionMsyz: 1 })).toBe('option "rxtxntionMsyz" is not an option of S (its options: leaseMs, retentionMs)');
   });
 });
+
+describe("checkOptions, two options equally near", () => {
+  it("suggests the first one listed", () => {
+    const error = caught(() => checkOptions({ a: 1 } as object, new Set(["ab", "ac"]) as never, "T"));
+    expect((error as InvalidOptionError).message).toBe('option "a" is not an option of T (did you mean "ab"?)');
+    const reversed = caught(() => checkOptions({ a: 1 } as object, new Set(["ac", "ab"]) as never, "T"));
+    expect((reversed as InvalidOptionError).message).toBe('option "a" is not an option of T (did you mean "ac"?)');
+  });
+});

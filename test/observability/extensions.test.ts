@@ -2,9 +2,9 @@
  * User-written observability extensions (index.ts knows nothing but the `ObservabilityExtension`
  * shape): how the interceptors of the `metrics` and `tracing` extensions are stacked around a
  * handler run, what `createObservability` refuses at setup, and the messages `batchMetrics` and
- * `otelTracing` give for a mistyped or non-object options argument.
+ * `otelTracing` give for a mistyped or non-object options argument, and where the default logger writes.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { InvalidOptionError } from "../../src/errors.js";
 import type { RunInfo, RunInterceptor } from "../../src/events.js";
 import { type BatchExtension, createObservability, type ObservabilityExtension } from "../../src/observability/index.js";
@@ -12,6 +12,7 @@ import { type MetricsOptions, batchMetrics } from "../../src/observability/metri
 import { type TracingOptions, otelTracing } from "../../src/observability/tracing.js";
 import { caught, thrownBy } from "../support/caught.js";
 import { fakeOtel } from "./fake-otel.js";
+import { result } from "./harness.js";
 
 /** An extension for `option` whose batch part is `part`. */
 function extension(option: "metrics" | "tracing", part: BatchExtension): ObservabilityExtension {
@@ -124,5 +125,25 @@ describe("the options arguments of batchMetrics and otelTracing", () => {
       expect((error as InvalidOptionError).option).toBe("tracing");
       expect((error as Error).message).toBe(expected);
     }
+  });
+});
+
+describe("the default logger", () => {
+  it("with no logger option the outcome lines go to stdout as JSON, made once for every batch", () => {
+    const writes: string[] = [];
+    const spy = vi.spyOn(process.stdout, "write").mockImplementation((chunk) => {
+      writes.push(String(chunk));
+      return true;
+    });
+    try {
+      const observability = createObservability({}, { system: "aws_sqs" });
+      observability.batch({ queue: "orders" }).observe(result(0, "duplicate", { key: "order-7" }));
+      observability.batch({ queue: "orders" }).observe(result(1, "ran"));
+    } finally {
+      spy.mockRestore();
+    }
+    expect(writes).toHaveLength(1);
+    const line = JSON.parse(writes[0] as string) as Record<string, unknown>;
+    expect(line).toMatchObject({ level: "INFO", status: "duplicate", key: "order-7", queue: "orders", logger: "babelqueue-serverless" });
   });
 });
