@@ -2,8 +2,9 @@
  * Mutation testing of src/ (`npm run test:mutation`): Stryker mutates the core and runs the
  * backend-free tests (vitest.unit.config.ts) against each mutant. It runs in place, because the
  * conformance tests read ../shared/conformance relative to the project (a sandbox copy would not
- * find it); Stryker restores every file when it ends, even on Ctrl-C. About 3,200 mutants: roughly
- * 25 minutes on 2 cores. `npx stryker run --dryRunOnly` checks the setup in under a minute.
+ * find it); Stryker restores every file when it ends (kill it with Ctrl-C, not SIGKILL). About 3,900 mutants:
+ * about 45 minutes on 2 cores; `--incremental` reruns only what a change touched. `npx stryker run
+ * --dryRunOnly` checks the setup in under a minute.
  *
  * Reports: reports/mutation/mutation.html and .json (git-ignored).
  */
