@@ -307,14 +307,14 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
    */
   async transact(claim: FencedClaim, work: (tx: D1Transaction<Db>) => Promise<void>): Promise<void> {
     if (typeof work !== "function") throw new InvalidOptionError("work", "must be a function");
-    fenceToken(claim);
+    const token = fenceToken(claim);
     const key = await this.key(claim.id);
     const added: D1StatementLike[] = [];
     await work({ db: this.#db, add: (...statements) => void added.push(...statements), statements: added });
     const batch = [
       ...added,
-      this.#sql_(this.#sql.fence, key, claim.token),
-      this.#sql_(this.#sql.commit, key, claim.token, checkFingerprint(claim.fingerprint) ?? null, Math.ceil(this.retentionMs)),
+      this.#sql_(this.#sql.fence, key, token),
+      this.#sql_(this.#sql.commit, key, token, checkFingerprint(claim.fingerprint) ?? null, Math.ceil(this.retentionMs)),
     ];
     for (let attempt = 0; ; attempt += 1) {
       try {
@@ -328,8 +328,8 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
         }
         // Ambiguous: did the batch commit before the connection broke? The row says.
         const row = await this.#read("transact", key);
-        if (row?.status === "done" && row.token === claim.token) return;
-        if (row?.status !== "in-flight" || row.token !== claim.token) throw new FenceLostError(claim.id);
+        if (row?.status === "done" && row.token === token) return;
+        if (row?.status !== "in-flight" || row.token !== token) throw new FenceLostError(claim.id);
         if (attempt >= this.maxTransactionRetries) {
           throw new StoreUnavailableError(STORE_NAME, "transact", `${describeFailure(error)} on every one of ${attempt + 1} attempts`, { cause: error });
         }

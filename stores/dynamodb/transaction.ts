@@ -135,7 +135,7 @@ export async function transactDynamoDB(
   work: (tx: DynamoDBTransaction) => Promise<void>,
 ): Promise<void> {
   if (typeof work !== "function") throw new InvalidOptionError("work", "must be a function");
-  fenceToken(claim);
+  const token = fenceToken(claim);
   const key = await deps.key(claim.id);
   const tx = new DynamoDBTransaction();
   await work(tx);
@@ -145,7 +145,7 @@ export async function transactDynamoDB(
   for (let attempt = 0; ; attempt += 1) {
     const input = {
       TransactItems: [...actions, { Update: commitUpdate(deps, key, claim) }],
-      ClientRequestToken: await requestToken(claim.token, attempt),
+      ClientRequestToken: await requestToken(token, attempt),
     };
     let error: unknown;
     try {

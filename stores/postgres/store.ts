@@ -468,9 +468,9 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
    */
   async transact(claim: FencedClaim, work: (tx: Tx) => Promise<void>): Promise<void> {
     if (typeof work !== "function") throw new InvalidOptionError("work", "must be a function");
-    fenceToken(claim);
+    const token = fenceToken(claim);
     const key = await this.key(claim.id);
-    const values = [key, claim.token, claim.fingerprint ?? null, this.#retention()];
+    const values = [key, token, claim.fingerprint ?? null, this.#retention()];
     for (let attempt = 0; ; attempt += 1) {
       try {
         await (this.#pool === undefined ? this.#turns.run(() => this.#once(this.#client as Tx, claim.id, values, work)) : this.#pooled(claim.id, values, work));

@@ -8,10 +8,10 @@
  * On InMemoryStore (and a thin view of it that records the commit steps).
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { FencedClaim, TransactionalStore } from "../../src/contract.js";
+import type { ClaimingStore, FencedClaim, TransactionalStore } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine/index.js";
-import type { Handler } from "../../src/engine/types.js";
+import type { EngineOptions, Handler } from "../../src/engine/types.js";
 import type { Envelope } from "../../src/envelope.js";
 import { GroupBlockedError, type InvalidMessageError, PayloadConflictError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
@@ -143,19 +143,19 @@ describe("the answer at the deadline", () => {
     ["in-flight", false],
   ];
 
+  /** Runs a, f and slow on `store` with a deadline 1.5 s away (the answer due at 500 ms), `advanceMs` of fake time; each result's status and ack. */
+  async function answerAtDeadline(store: ClaimingStore, options: EngineOptions, advanceMs: number) {
+    const engine = new BatchEngine(store, aFailsSlowHangs, { deadlineMarginMs: 1_000, ...options });
+    const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
+    await vi.advanceTimersByTimeAsync(advanceMs);
+    return (await answer).map((r) => [r.status, r.ack]);
+  }
+
   it("a success and a failure's release still lingering for company both land before the answer", async () => {
     vi.useFakeTimers();
     const store = new InMemoryStore();
-    const engine = new BatchEngine(
-      store,
-      aFailsSlowHangs,
-      { commitLingerMs: 1_000, deadlineMarginMs: 1_000 },
-    );
-    const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
     // The answer is due at 500 ms, long before the 1 s linger would end.
-    await vi.advanceTimersByTimeAsync(600);
-    const results = await answer;
-    expect(results.map((r) => [r.status, r.ack])).toEqual(RAN_FAILED_IN_FLIGHT);
+    expect(await answerAtDeadline(store, { commitLingerMs: 1_000 }, 600)).toEqual(RAN_FAILED_IN_FLIGHT);
     expect((await store.inspect("a"))?.status).toBe("done");
     // f's claim was released: its redelivery may claim it at once.
     expect((await store.claim("f")).status).toBe("claimed");
@@ -173,16 +173,8 @@ describe("the answer at the deadline", () => {
         releaseMany: (claims) => slowly(() => inner.releaseMany(claims)),
       },
     });
-    const engine = new BatchEngine(
-      store,
-      aFailsSlowHangs,
-      { commitLingerMs: 0, deadlineMarginMs: 1_000 },
-    );
     // Answer due at 500 ms; both steps started at once and land at 700, before 1_500 - 1_000 / 4.
-    const answer = engine.process([delivery("a"), delivery("f"), delivery("slow")], { deadline: Date.now() + 1_500 });
-    await vi.advanceTimersByTimeAsync(800);
-    const results = await answer;
-    expect(results.map((r) => [r.status, r.ack])).toEqual(RAN_FAILED_IN_FLIGHT);
+    expect(await answerAtDeadline(store, { commitLingerMs: 0 }, 800)).toEqual(RAN_FAILED_IN_FLIGHT);
   });
 
   it("transactional mode: a batch whose transactions all ended has no handler pending", async () => {

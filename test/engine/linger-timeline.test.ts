@@ -112,27 +112,34 @@ describe("the adaptive linger, millisecond by millisecond", () => {
     expect(commits).toEqual(aThenX(13, 100));
   });
 
-  it("when the wait ends it is asked again: a finish expected later than first thought extends it, within the budget", async () => {
+  it.each<[string, Plan[], number, number]>([
+    [
+      // Expected at 20; the failure at 19 moves the expectation to 19 + 9 + 1 = 29 (still inside a's budget, 10 + 30).
+      "when the wait ends it is asked again: a finish expected later than first thought extends it, within the budget",
+      [
+        { finishMs: 1, fail: true },
+        { id: "a", finishMs: 10 },
+        { finishMs: 19, fail: true },
+        { id: "x", finishMs: 100 },
+      ],
+      29,
+      100,
+    ],
+    [
+      // Expected at 36 + 35 + 1 = 72, past 36 + 30: a commits at once.
+      "the budget is one measured round trip: a finish expected past it is not waited for",
+      [
+        { finishMs: 1, fail: true },
+        { id: "a", finishMs: 36 },
+        { id: "x", finishMs: 200 },
+      ],
+      36,
+      200,
+    ],
+  ])("%s", async (_, plan, aAt, xAt) => {
     const { run, commits } = timeline();
-    await run([
-      { finishMs: 1, fail: true },
-      { id: "a", finishMs: 10 },
-      { finishMs: 19, fail: true },
-      { id: "x", finishMs: 100 },
-    ]);
-    // Expected at 20; the failure at 19 moves the expectation to 19 + 9 + 1 = 29 (still inside a's budget, 10 + 30).
-    expect(commits).toEqual(aThenX(29, 100));
-  });
-
-  it("the budget is one measured round trip: a finish expected past it is not waited for", async () => {
-    const { run, commits } = timeline();
-    await run([
-      { finishMs: 1, fail: true },
-      { id: "a", finishMs: 36 },
-      { id: "x", finishMs: 200 },
-    ]);
-    // Expected at 36 + 35 + 1 = 72, past 36 + 30: a commits at once.
-    expect(commits).toEqual(aThenX(36, 200));
+    await run(plan);
+    expect(commits).toEqual(aThenX(aAt, xAt));
   });
 
   it("a batch that asked the store nothing teaches the engine nothing about its pace", async () => {
