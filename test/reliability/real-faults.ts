@@ -286,6 +286,8 @@ export async function postgresRestart(run: FaultRunOptions & { store: string; mo
       outage: {
         atFraction: 0.3,
         durationMs: 1_000,
+        // A fast run could otherwise finish every id on the server while it shuts down, leaving no batch to refuse or to recover.
+        holdDeliveries: true,
         begin: async () => {
           // Some connections idle in the pool when the server goes, as between a function's invocations: their termination is an `error` event on the pool.
           await Promise.all(Array.from({ length: 5 }, () => pool.query("SELECT pg_sleep(0.02)")));

@@ -67,10 +67,14 @@ export interface SimulationOptions {
    * fault switch, or for real through `begin` / `end` (e.g. cutting the network to the backend,
    * stopping and restarting the server). The store counts as down from the moment `begin` resolved
    * until `end` is called; `prelude` (optional) runs first, while the store is still up.
+   * `holdDeliveries`: consumers take no new batch from the fault's start until the store is down, so
+   * a fast run cannot finish its work on a backend that is still shutting down (work remains for the
+   * outage and for the recovery after it).
    */
   outage?: {
     atFraction: number;
     durationMs: number;
+    holdDeliveries?: boolean;
     prelude?: () => void | Promise<void>;
     begin?: () => void | Promise<void>;
     end?: () => void | Promise<void>;
@@ -207,16 +211,20 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   };
 
   let outageActive = false;
+  /** From the fault's start until the store is down, with `outage.holdDeliveries`: no new batch is taken. */
+  let outageHolding = false;
   const maybeOutage = async () => {
     const outage = options.outage;
     if (outageDone || outage === undefined) return;
     if (progressed.size < outage.atFraction * ids.length) return;
     outageDone = true;
+    outageHolding = outage.holdDeliveries === true;
     if (outage.prelude) await outage.prelude();
     // Marked down once the backend is down for sure (a stopping server may still answer meanwhile).
     if (outage.begin) await outage.begin();
     else if (options.faults) options.faults.down = true;
     outageActive = true;
+    outageHolding = false;
     await sleep(outage.durationMs);
     // Marked over before the store comes back, so no answer of the healed store counts as "while down".
     outageActive = false;
@@ -243,6 +251,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     while (Date.now() < deadline) {
       void maybeOutage();
       maybeMidRun();
+      if (outageHolding) {
+        await sleep(5);
+        continue;
+      }
       const batch = take();
       if (batch.length === 0) {
         if (queue.length === 0) return;
