@@ -20,8 +20,12 @@ export declare function localClientConfig<Config extends object = Record<string,
   endpoint: string,
   overrides?: Config,
 ): { endpoint: string; region: string; credentials: { accessKeyId: string; secretAccessKey: string } } & Config;
-/** Calls `onRequest(commandName)` for every HTTP request the client sends (each retry attempt counts). Returns the client. */
+/**
+ * Calls `onRequest(commandName)` for every request the client sends. Returns the client.
+ * `per: "attempt"` (default) counts each HTTP attempt of the SDK's retries; `per: "command"` counts each command once.
+ */
 export declare function onEveryRequest<Client extends { middlewareStack: { add: (...args: never[]) => unknown } }>(
   client: Client,
   onRequest: (commandName: string) => void,
+  options?: { per?: "attempt" | "command" },
 ): Client;

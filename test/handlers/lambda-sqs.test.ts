@@ -33,7 +33,7 @@ const failedIds = (response: SQSBatchResponse) => response.batchItemFailures.map
 
 function countRequests(client: DynamoDBClient): string[] {
   const sent: string[] = [];
-  onEveryRequest(client, (name) => sent.push(name));
+  onEveryRequest(client, (name) => sent.push(name), { per: "command" });
   return sent;
 }
 

@@ -33,7 +33,7 @@ function consumer(skew: number, namespace: string, config: DynamoDBClientConfig 
   counter += 1;
   const client = new DynamoDBClient(localClientConfig(endpoint, config));
   const sent: string[] = [];
-  onEveryRequest(client, (name) => sent.push(name));
+  onEveryRequest(client, (name) => sent.push(name), { per: "command" });
   const store = new TransactionalDynamoDBStore({ table, namespace, client, now: () => Date.now() + skew, token: () => `c${counter}-${crypto.randomUUID()}` });
   return { store, sent, client };
 }
@@ -196,7 +196,7 @@ describe("a claim checks itself against its own answer (mock: DynamoDB's Date ru
     const a = consumer(0, namespace);
     const client = new DynamoDBClient(localClientConfig(endpoint));
     const sent: string[] = [];
-    onEveryRequest(client, (name) => sent.push(name));
+    onEveryRequest(client, (name) => sent.push(name), { per: "command" });
     const b = new DynamoDBStore({ table, namespace, client, now: () => Date.now() + skew });
     expect((await a.store.claim("held", 20_000)).status).toBe("claimed");
     expect((await b.claim("held")).status).toBe("in-flight");

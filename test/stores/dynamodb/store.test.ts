@@ -37,7 +37,7 @@ function clientConfig(overrides: DynamoDBClientConfig = {}): DynamoDBClientConfi
 /** Records the name of every HTTP request a client sends (one per attempt). */
 function countRequests(client: DynamoDBClient): string[] {
   const sent: string[] = [];
-  onEveryRequest(client, (name) => sent.push(name));
+  onEveryRequest(client, (name) => sent.push(name), { per: "command" });
   return sent;
 }
 

@@ -85,7 +85,7 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
   it("commits the handler's actions and the done record in ONE TransactWriteItems, the claim token as ClientRequestToken", async () => {
     const requestClient = new DynamoDBClient(localClientConfig(endpoint));
     const sent: string[] = [];
-    onEveryRequest(requestClient, (name) => sent.push(name));
+    onEveryRequest(requestClient, (name) => sent.push(name), { per: "command" });
     let input: TransactWriteItemsCommandInput | undefined;
     requestClient.middlewareStack.add(
       (next, context) => async (args) => {
@@ -175,7 +175,7 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
   it("refuses DynamoDB's limits before sending anything: 100 actions, one action per item (the dedupe item too), 4 MB", async () => {
     const requestClient = new DynamoDBClient(localClientConfig(endpoint));
     const sent: string[] = [];
-    onEveryRequest(requestClient, (name) => sent.push(name));
+    onEveryRequest(requestClient, (name) => sent.push(name), { per: "command" });
     const { store, transact, namespace } = setup({ client: requestClient });
     const claim = await owned(store, `limits-${suffix}`);
     sent.length = 0;
