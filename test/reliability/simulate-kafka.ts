@@ -36,7 +36,7 @@ import type { EngineEvent } from "../../src/engine/index.js";
 import { StoreUnavailableError } from "../../src/errors.js";
 import { type KafkaBatchResponse, kafkaHandler } from "../../handlers/lambda-kafka.js";
 import { kafkaRecord, lambdaContext, mskEvent } from "../../scripts/lambda-events.js";
-import { type CrashRates, commonReport, countEffects, countKill, crashPoint, emptyWindow, envelope, killable, never, runDeadlineMs, shuffle, sleep } from "./broker-parts.js";
+import { type CrashRates, commonReport, countEffects, countKill, crashPoint, drawFault, emptyWindow, envelope, killable, never, runDeadlineMs, shuffle, sleep } from "./broker-parts.js";
 import type { FaultSwitch } from "./faults.js";
 import type { SimulationReport } from "./simulate.js";
 
@@ -194,7 +194,7 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
           resolve("died");
         };
       });
-      const killAt = random() < (options.kill ?? 0) ? random() * (options.killWithinMs ?? 50) : undefined;
+      const killAt = drawFault(random, options.kill, window.kills) ? random() * (options.killWithinMs ?? 50) : undefined;
       const [minMs, maxMs] = options.handlerMs ?? [0, 0];
       const backend = killable(options.backend, () => dead);
       const handler = kafkaHandler({

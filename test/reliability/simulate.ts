@@ -32,7 +32,7 @@ import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine/index.js";
 import { DeadlineExceededError, StoreUnavailableError } from "../../src/errors.js";
-import { type CrashRates, type WindowReport, commonReport, countEffects, countKill, crashPoint, emptyWindow, envelope, killable, never, runDeadlineMs, shuffle, sleep } from "./broker-parts.js";
+import { type CrashRates, type WindowReport, commonReport, countEffects, countKill, crashPoint, drawFault, emptyWindow, envelope, killable, never, runDeadlineMs, shuffle, sleep } from "./broker-parts.js";
 import type { FaultSwitch } from "./faults.js";
 
 export type { WindowReport } from "./broker-parts.js";
@@ -98,10 +98,10 @@ export interface SimulationOptions {
   explainedRepeats?: readonly { label: string; ids(): ReadonlySet<string> | Promise<ReadonlySet<string>> }[];
   /** Give up (and report lost ids) after this long (default: runDeadlineMs). */
   deadlineMs?: number;
-  /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start. */
+  /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start (every batch until the first kill). */
   kill?: number;
   killWithinMs?: number;
-  /** Per batch: probability that one of its handlers hangs past the invocation's deadline. */
+  /** Per batch: probability that one of its handlers hangs past the invocation's deadline (every batch until the first hang). */
   hang?: number;
   /** The invocation's time limit (ms): the deadline the engine gets. Default: none. */
   invocationMs?: number;
@@ -273,8 +273,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       });
       // The kill fault: at a random moment the process is gone — no more effects, no more store calls.
       let killed = false;
-      const killAt = random() < (options.kill ?? 0) ? random() * (options.killWithinMs ?? 50) : undefined;
-      const hangIndex = random() < (options.hang ?? 0) ? Math.floor(random() * batch.length) : undefined;
+      const killAt = drawFault(random, options.kill, window.kills) ? random() * (options.killWithinMs ?? 50) : undefined;
+      const hangIndex = drawFault(random, options.hang, window.hangs) ? Math.floor(random() * batch.length) : undefined;
       const running = new Set<string>();
       let hungStarted = false;
       const committing = new Set<string>();
