@@ -13,7 +13,7 @@
  *   partial batch response lists any (Lambda resumes a partition from its first failed record —
  *   the later ones are replayed), else past the batch's last record; a partition that failed waits
  *   `retryDelayMs` before its next batch (Lambda's retry backoff);
- * - a rebalance (probability `rebalance` per batch): the partitions are revoked after the answer
+ * - a rebalance (probability `rebalance` per batch; every batch until the first): the partitions are revoked after the answer
  *   and before the offsets are committed, so the next owner replays the whole batch;
  * - crashes at three points (before the effect, after the effect and before its commit, after
  *   the commit and before the answer), a kill at a random moment mid-batch, handler failures and
@@ -63,7 +63,7 @@ export interface KafkaSimulationOptions {
   crash?: CrashRates;
   /** Per handler run: probability that it throws. */
   handlerFailure?: number;
-  /** Per batch: probability that a rebalance revokes its partitions before the offsets are committed. */
+  /** Per batch: probability that a rebalance revokes its partitions before the offsets are committed (every batch until the first). */
   rebalance?: number;
   /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start. */
   kill?: number;
@@ -268,7 +268,7 @@ export async function simulateKafka(options: KafkaSimulationOptions): Promise<Ka
       // lease; if the commit lands later than the lease ends (a slow store), the replay runs them again.
       for (const id of committing) lateCommit.add(id);
       figures.answeredBeforeCommit += committing.size;
-      const rebalanced = random() < (options.rebalance ?? 0);
+      const rebalanced = drawFault(random, options.rebalance, figures.rebalances);
       if (rebalanced) {
         figures.rebalances += 1;
         figures.replayedByRebalance += batch.length;
