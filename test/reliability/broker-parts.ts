@@ -133,20 +133,21 @@ export function emptyWindow(): WindowReport {
 }
 
 /**
- * A kill at this moment: counts it with the handlers running, the effects committing and the batch's
- * size, and marks the committing ids as exposed (`exposed`: their repeats are the kill's).
- */
-/**
  * Whether a batch gets a fault drawn with `probability`: by the draw, or because the fault has not
  * happened yet (`happened` 0) — a mix that asks for a fault always has it, whatever batches the
  * timing made (a seeded 15% per batch once missed every batch of a short CI-size run). The draw is
  * made either way, so the random stream stays as it was.
  */
 export function drawFault(random: () => number, probability: number | undefined, happened: number): boolean {
-  const drawn = random() < (probability ?? 0);
-  return drawn || ((probability ?? 0) > 0 && happened === 0);
+  const p = probability ?? 0;
+  const drawn = random() < p;
+  return drawn || (p > 0 && happened === 0);
 }
 
+/**
+ * A kill at this moment: counts it with the handlers running, the effects committing and the batch's
+ * size, and marks the committing ids as exposed (`exposed`: their repeats are the kill's).
+ */
 export function countKill(window: WindowReport, at: { running: ReadonlySet<string>; committing: ReadonlySet<string>; batchSize: number }, exposed: Set<string>): void {
   window.kills += 1;
   window.runningAtKill += at.running.size;

@@ -31,6 +31,7 @@ import {
   redisClusterBackend,
   upstashBackend,
 } from "./backends.js";
+import { drawFault } from "./broker-parts.js";
 import { withFaults } from "./faults.js";
 import { KAFKA_MIXES, RELIABILITY_MIXES, reliabilitySize } from "./mixes.js";
 import { raceDeliveries } from "./race.js";
@@ -59,6 +60,22 @@ import {
 } from "./real-faults.js";
 import { type SimulationReport, formatSimulationTable, formatWindowTable, simulate, windowProblems } from "./simulate.js";
 import { type KafkaSimulationReport, formatKafkaTable, simulateKafka } from "./simulate-kafka.js";
+
+describe("the harness's fault draw", () => {
+  it("draws from the stream, and forces the fault until it has happened once", () => {
+    const stream = (values: number[]) => {
+      let calls = 0;
+      return { next: () => values[calls++] as number, calls: () => calls };
+    };
+    const high = stream([0.99, 0.99, 0.01, 0.99]);
+    expect(drawFault(high.next, 0.15, 0)).toBe(true); // not drawn, but no fault yet: forced
+    expect(drawFault(high.next, 0.15, 1)).toBe(false); // not drawn, one happened already
+    expect(drawFault(high.next, 0.15, 3)).toBe(true); // drawn
+    expect(drawFault(high.next, 0, 0)).toBe(false); // a mix without the fault never gets it
+    expect(high.calls()).toBe(4); // one number per call, forced or not: the stream stays as it was
+    expect(drawFault(stream([0.5]).next, undefined, 0)).toBe(false);
+  });
+});
 
 const FULL = process.env.RELIABILITY_FULL === "1";
 const PER_MIX = reliabilitySize(FULL);

@@ -13,8 +13,9 @@
  *   partial batch response lists any (Lambda resumes a partition from its first failed record —
  *   the later ones are replayed), else past the batch's last record; a partition that failed waits
  *   `retryDelayMs` before its next batch (Lambda's retry backoff);
- * - a rebalance (probability `rebalance` per batch; every batch until the first): the partitions are revoked after the answer
- *   and before the offsets are committed, so the next owner replays the whole batch;
+ * - a rebalance (probability `rebalance` per batch; every batch until the first): the partitions
+ *   are revoked after the answer and before the offsets are committed, so the next owner replays
+ *   the whole batch;
  * - crashes at three points (before the effect, after the effect and before its commit, after
  *   the commit and before the answer), a kill at a random moment mid-batch, handler failures and
  *   store faults, as in SQS mode (simulate.ts). A crashed or killed invocation is gone at once: no
@@ -65,7 +66,7 @@ export interface KafkaSimulationOptions {
   handlerFailure?: number;
   /** Per batch: probability that a rebalance revokes its partitions before the offsets are committed (every batch until the first). */
   rebalance?: number;
-  /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start. */
+  /** Per batch: probability that the invocation is killed at a random moment within `killWithinMs` of its start (every batch until the first kill). */
   kill?: number;
   killWithinMs?: number;
   /** Each handler run takes a random time in [min, max] ms before its effect. */

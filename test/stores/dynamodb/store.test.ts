@@ -7,6 +7,7 @@
  * request counts for each side of its trade.
  */
 import {
+  DescribeTableCommand,
   DynamoDBClient,
   type DynamoDBClientConfig,
   GetItemCommand,
@@ -34,7 +35,7 @@ function clientConfig(overrides: DynamoDBClientConfig = {}): DynamoDBClientConfi
   return localClientConfig(endpoint, overrides);
 }
 
-/** Records the name of every HTTP request a client sends (one per attempt). */
+/** Records the name of every command a client sends (once per command, however often the SDK retries it). */
 function countRequests(client: DynamoDBClient): string[] {
   const sent: string[] = [];
   onEveryRequest(client, (name) => sent.push(name), { per: "command" });
@@ -506,5 +507,32 @@ describe("DynamoDBStore claim precheck: one BatchGetItem before the puts", () =>
   it("validates the policy", () => {
     expect(() => store({ precheck: "sometimes" as never })).toThrow(/precheck/);
     expect(store().precheck).toBe("auto");
+  });
+});
+
+describe("the request counter the tests above use (scripts/dynamodb-local.mjs)", () => {
+  it("counts a command the SDK retries once per command, and once per HTTP attempt with per: attempt", async () => {
+    const client = new DynamoDBClient(clientConfig());
+    const commands = countRequests(client);
+    const attempts: string[] = [];
+    // Added before the fault, so it sits outside it and sees both attempts.
+    onEveryRequest(client, (name) => attempts.push(name));
+    let failed = 0;
+    client.middlewareStack.add(
+      (next) => async (args) => {
+        if (failed === 0) {
+          failed += 1;
+          // A 500 on the first attempt (simulated: DynamoDB Local cannot be made to answer one): the SDK retries it.
+          throw Object.assign(new Error("internal server error (simulated)"), { name: "InternalServerError", $fault: "server", $metadata: { httpStatusCode: 500 } });
+        }
+        return next(args);
+      },
+      { step: "deserialize", name: "failFirstAttempt" },
+    );
+    await client.send(new DescribeTableCommand({ TableName: table }));
+    expect(failed).toBe(1);
+    expect(commands).toEqual(["DescribeTableCommand"]);
+    expect(attempts).toEqual(["DescribeTableCommand", "DescribeTableCommand"]);
+    expect(() => onEveryRequest(client, () => undefined, { per: "request" as never })).toThrow(/per must be/);
   });
 });
