@@ -10,11 +10,17 @@
  *   the LATEST it can read (no lease is shorter than asked). At a cold start (no estimate yet) `:now`
  *   is 0 — only an absent item can be won — and the lease starts at the local clock + 1.5 s;
  * - it also asks `ReturnValues: ALL_OLD` (free: no read capacity, no extra request), so a win
- *   returns the item it replaced. The answer's own `Date` header refines the estimate, and the win is
- *   checked against it: an item replaced while it may still have been live (the estimate was off: a
- *   clock stepped, the process was frozen) is put back, conditioned on our token, and the claim is
- *   answered in-flight or done; a lease written too short (or more than 2 s too long) is rewritten,
+ *   returns the item it replaced. The answer's own `Date` header refines the estimate. When the
+ *   estimate the put was built from still stands (same `generation`: no cold start, step or
+ *   contradicting answer since), its bounds held the true offset, so the put's condition and lease
+ *   were right by construction; only a lease more than 2 s too long is rewritten. When the estimate
+ *   started over, the win is checked against the new one: an item replaced while it may still have
+ *   been live (a clock stepped) is put back, conditioned on our token, and the claim is answered
+ *   in-flight or done; a lease written too short (or more than 2 s too long) is rewritten,
  *   conditioned on our token. Those corrections cost one request, only when a clock was wrong.
+ *   (Re-checking a standing estimate would be wrong, not only wasteful: its bounds at the send time,
+ *   read back from the answer's time, are widened for drift twice, and at a 1 s round trip about
+ *   one claim in three was "corrected".)
  *
  * Bounds (with DynamoDB's `Date` truncated to the second, and clock rates within 200 ppm between
  * samples): a claim never wins a lease that is live by DynamoDB's clock; a lease is recorded to end
@@ -85,11 +91,13 @@ export async function claimKey(target: ClaimTarget, key: string, leaseMs: number
     const token = target.token();
     let sentAt = 0;
     let leaseUntil = 0;
+    let generation = 0;
     let replaced: Item | undefined;
     try {
       const answer = await target.send<PutItemCommandOutput>(() => {
         // Times are read once the request can go out: a claim queued behind others gets its full lease.
         sentAt = target.clock.now();
+        generation = target.clock.generation;
         const now = target.clock.conditionNow();
         leaseUntil = target.clock.deadlineBase() + leaseMs;
         return new PutItemCommand({
@@ -117,26 +125,51 @@ export async function claimKey(target: ClaimTarget, key: string, leaseMs: number
         continue;
       }
     }
-    return checkWin(target, key, token, fingerprint, { sentAt, leaseMs, leaseUntil, replaced });
+    return checkWin(target, key, token, fingerprint, { sentAt, leaseMs, leaseUntil, generation, replaced });
   }
 }
 
-/** A won put, checked against the estimate its own answer just refined. */
-async function checkWin(
-  target: ClaimTarget,
-  key: string,
-  token: string,
-  fingerprint: string | undefined,
-  win: { sentAt: number; leaseMs: number; leaseUntil: number; replaced: Item | undefined },
-): Promise<Claim> {
-  const bounds = target.clock.offset(win.sentAt) ?? { min: 0, max: 0 };
+/** A won put: what it was sent with, and what it replaced. */
+export interface Win {
+  /** Local time the put was built (its times were read then). */
+  readonly sentAt: number;
+  readonly leaseMs: number;
+  /** The lease end the put wrote. */
+  readonly leaseUntil: number;
+  /** The clock's `generation` when the put was built. */
+  readonly generation: number;
+  /** The item the put replaced (`ReturnValues: ALL_OLD`), if any. */
+  readonly replaced: Item | undefined;
+}
+
+/** What a won put needs: nothing, the replaced item put back, or its lease rewritten to end at `leaseUntil`. */
+export type WinCheck =
+  | { readonly action: "keep" }
+  | { readonly action: "give-back"; readonly replaced: Item }
+  | { readonly action: "rewrite"; readonly leaseUntil: number };
+
+/** Checks a won put against the estimate its own answer just refined (no request: see `checkWin`). */
+export function winCheck(clock: ServiceClock, win: Win): WinCheck {
+  // The estimate the put was built from still stands: its `:now` and lease start were true bounds.
+  const stands = clock.generation === win.generation;
+  const bounds = clock.offset(win.sentAt) ?? { min: 0, max: 0 };
   // The earliest DynamoDB's clock can have read when it decided the put.
   const decidedAt = win.sentAt + bounds.min;
-  if (win.replaced !== undefined && blockingVerdict(win.replaced, decidedAt) !== undefined) {
-    return giveBack(target, token, win.replaced);
+  if (!stands && win.replaced !== undefined && blockingVerdict(win.replaced, decidedAt) !== undefined) {
+    return { action: "give-back", replaced: win.replaced };
   }
   const needed = Math.ceil(win.sentAt + bounds.max) + win.leaseMs;
-  if (win.leaseUntil >= needed && win.leaseUntil <= needed + MAX_LEASE_EXCESS_MS) return { status: "claimed", token };
+  const longEnough = stands || win.leaseUntil >= needed;
+  if (longEnough && win.leaseUntil <= needed + MAX_LEASE_EXCESS_MS) return { action: "keep" };
+  return { action: "rewrite", leaseUntil: needed };
+}
+
+/** A won put, checked against the estimate its own answer just refined (`winCheck`), and corrected if it must be. */
+async function checkWin(target: ClaimTarget, key: string, token: string, fingerprint: string | undefined, win: Win): Promise<Claim> {
+  const check = winCheck(target.clock, win);
+  if (check.action === "keep") return { status: "claimed", token };
+  if (check.action === "give-back") return giveBack(target, token, check.replaced);
+  const needed = check.leaseUntil;
   // Written from a clock that was wrong (a cold start on a skewed host, a step): rewrite the lease.
   try {
     await target.send(() => correction(target, claimItem(target, key, token, needed, fingerprint), token));

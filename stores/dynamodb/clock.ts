@@ -83,6 +83,7 @@ export class ServiceClock {
   /** True once a response came back without a usable Date while no estimate existed. */
   #dateless = false;
   #samples = 0;
+  #generation = 0;
 
   constructor(options: ServiceClockOptions) {
     this.now = options.now;
@@ -96,6 +97,16 @@ export class ServiceClock {
   }
 
   /**
+   * Changes whenever the estimate starts over: its first sample, an answer that contradicts it, a
+   * step of the local clock, `reset`, a first answer without a Date. While it stays the same, every
+   * bound the estimate gave held the true offset, so what was written from them stands (claim.ts).
+   */
+  get generation(): number {
+    this.#dropIfStepped();
+    return this.#generation;
+  }
+
+  /**
    * Records one response: sent at local `sentAt`, answered at local `receivedAt`, with the response's
    * `Date` header (`age`: its `Age` header, present on a cached answer, which makes Date stale).
    */
@@ -103,7 +114,10 @@ export class ServiceClock {
     if (age !== undefined) return;
     const server = parseHttpDate(date);
     if (server === undefined) {
-      if (!this.#known) this.#dateless = true;
+      if (!this.#known && !this.#dateless) {
+        this.#dateless = true;
+        this.#generation += 1;
+      }
       return;
     }
     // The local clock went back during the request: no bound can be drawn from it.
@@ -117,6 +131,9 @@ export class ServiceClock {
       const narrowedMax = Math.min(this.#max + widen, max);
       // Empty: one of the clocks stepped since the last sample; the new sample alone is true now.
       if (narrowedMin <= narrowedMax) [min, max] = [narrowedMin, narrowedMax];
+      else this.#generation += 1;
+    } else {
+      this.#generation += 1;
     }
     this.#min = min;
     this.#max = max;
@@ -168,12 +185,16 @@ export class ServiceClock {
   reset(): void {
     this.#known = false;
     this.#dateless = false;
+    this.#generation += 1;
   }
 
   #dropIfStepped(): void {
     if (!this.#known) return;
     const difference = this.#localMinusMonotonic();
-    if (difference !== undefined && Math.abs(difference - this.#anchor) > CLOCK_STEP_TOLERANCE_MS) this.#known = false;
+    if (difference !== undefined && Math.abs(difference - this.#anchor) > CLOCK_STEP_TOLERANCE_MS) {
+      this.#known = false;
+      this.#generation += 1;
+    }
   }
 
   /**

@@ -9,6 +9,8 @@
  * falls back to its local clock). The store's side (DynamoDB Local) is in skew.test.ts.
  */
 import { describe, expect, it } from "vitest";
+import { MAX_LEASE_EXCESS_MS, type Win, winCheck } from "../../../stores/dynamodb/claim.js";
+import type { Item } from "../../../stores/dynamodb/items.js";
 import {
   COLD_START_PAD_MS,
   CLOCK_STEP_TOLERANCE_MS,
@@ -70,6 +72,7 @@ describe("ServiceClock", () => {
     expect(clock.deadlineBase()).toBe(clocks.local + COLD_START_PAD_MS);
     expect(clock.earliest()).toBe(clocks.local);
     expect(clock.samples).toBe(0);
+    expect(clock.generation).toBe(0);
   });
 
   it("bounds the offset by one answer: D − received ≤ offset < D + 1 s − sent", () => {
@@ -135,7 +138,10 @@ describe("ServiceClock", () => {
     const clocks = new Clocks();
     const clock = make(clocks);
     steadyRequests(clock, clocks, 100, 37);
+    // One start (the first answer); the 99 answers that agreed with it kept it.
+    expect(clock.generation).toBe(1);
     request(clock, clocks, 5_000, 3, 3);
+    expect(clock.generation).toBe(2);
     const bounds = clock.offset() as { min: number; max: number };
     expect(bounds.min).toBeLessThanOrEqual(5_000);
     expect(bounds.max).toBeGreaterThanOrEqual(5_000);
@@ -149,7 +155,9 @@ describe("ServiceClock", () => {
     expect(clock.offset()).toBeDefined();
     clocks.local += CLOCK_STEP_TOLERANCE_MS - 10; // under the tolerance: kept
     expect(clock.offset()).toBeDefined();
+    expect(clock.generation).toBe(1);
     clocks.local += 30_000; // NTP stepped the clock 30 s: the old offset is wrong by 30 s
+    expect(clock.generation).toBe(2);
     expect(clock.offset()).toBeUndefined();
     expect(clock.conditionNow()).toBe(0);
     request(clock, clocks, -30_000 - (CLOCK_STEP_TOLERANCE_MS - 10), 3, 3);
@@ -169,6 +177,9 @@ describe("ServiceClock", () => {
     clock.observe(clocks.local, clocks.local + 5, undefined);
     expect(clock.offset()).toEqual({ min: 0, max: 0 });
     expect(clock.samples).toBe(0);
+    expect(clock.generation).toBe(1);
+    clock.observe(clocks.local, clocks.local + 5, undefined);
+    expect(clock.generation).toBe(1);
     // A Date later on is used.
     request(clock, clocks, 60_000, 3, 3);
     expect((clock.offset() as { min: number }).min).toBeGreaterThan(58_000);
@@ -176,8 +187,10 @@ describe("ServiceClock", () => {
     const known = clock.offset();
     clock.observe(clocks.local, clocks.local + 5, "Thu, 03 Dec 2026 14:06:18 GMT, Thu, 03 Dec 2026 14:06:18 GMT");
     expect(clock.offset()).toEqual(known);
+    expect(clock.generation).toBe(2);
     clock.reset();
     expect(clock.offset()).toBeUndefined();
+    expect(clock.generation).toBe(3);
   });
 
   it("parses IMF-fixdate only", () => {
@@ -186,6 +199,88 @@ describe("ServiceClock", () => {
     for (const bad of [undefined, "", "yesterday", "2026-12-03T14:06:18Z", "Thu, 03 Dec 2026 14:06:18 GMT, Thu, 03 Dec 2026 14:06:18 GMT", "Thu, 31 Feb 2026 99:99:99 GMT"]) {
       expect(parseHttpDate(bad), String(bad)).toBeUndefined();
     }
+  });
+});
+
+describe("winCheck: a won claim, checked against the estimate its answer refined", () => {
+  const LEASE = 30_000;
+
+  /** The put a claim builds now (claim.ts reads these three in its build), answered `roundTripMs` later. */
+  function win(clock: ServiceClock, clocks: Clocks, offset: number, roundTripMs: number, replaced?: Item): Win {
+    const sentAt = clocks.local;
+    const built = { sentAt, leaseMs: LEASE, generation: clock.generation, leaseUntil: clock.deadlineBase() + LEASE, replaced };
+    request(clock, clocks, offset, roundTripMs / 2, roundTripMs / 2);
+    return built;
+  }
+
+  it("keeps every win of a standing estimate, however slow the answer (the corrections CI saw)", () => {
+    const next = random(42);
+    let trap = 0;
+    for (let trial = 0; trial < 500; trial += 1) {
+      const clocks = new Clocks();
+      clocks.advance(Math.floor(next() * 100_000));
+      const clock = make(clocks);
+      steadyRequests(clock, clocks, 300, 7);
+      clocks.advance(Math.floor(next() * 20_000));
+      const roundTrip = 50 + Math.floor(next() * 3_000);
+      const put = win(clock, clocks, 0, roundTrip);
+      expect(clock.generation, `trial ${trial}`).toBe(put.generation);
+      expect(winCheck(clock, put), `trial ${trial}: ${roundTrip} ms`).toEqual({ action: "keep" });
+      // The lease is long enough: the true offset is 0, so DynamoDB read at most the answer's time when it decided.
+      expect(put.leaseUntil).toBeGreaterThanOrEqual(put.sentAt + LEASE);
+      // The trap: the refined bounds, read back at the send time, are widened for drift on both sides.
+      const refined = clock.offset(put.sentAt) as { max: number };
+      if (Math.ceil(put.sentAt + refined.max) + LEASE > put.leaseUntil) trap += 1;
+    }
+    // Re-checking against them (what claims did before) would have rewritten this many leases.
+    expect(trap).toBeGreaterThan(100);
+  });
+
+  it("rewrites a lease written more than 2 s too long from a standing but wide estimate", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    // One slow first answer (4.4 s): the estimate is about 5.4 s wide, its latest reading more than 2.2 s out.
+    request(clock, clocks, 0, 2_200, 2_200);
+    // The next answers straddle a second boundary and narrow it to a few ms.
+    clocks.advance(500);
+    const put = win(clock, clocks, 0, 6);
+    steadyRequests(clock, clocks, 300, 7);
+    const check = winCheck(clock, put);
+    expect(check.action).toBe("rewrite");
+    if (check.action !== "rewrite") return;
+    expect(put.leaseUntil - check.leaseUntil).toBeGreaterThan(MAX_LEASE_EXCESS_MS);
+    expect(check.leaseUntil).toBeGreaterThanOrEqual(put.sentAt + LEASE);
+    expect(check.leaseUntil).toBeLessThanOrEqual(put.sentAt + LEASE + 50);
+  });
+
+  it("checks a cold start's lease against the first answer: short on a host 30 s behind, rewritten; right on a synchronised one, kept", () => {
+    const behind = new Clocks();
+    const cold = make(behind);
+    const put = win(cold, behind, 30_000, 10);
+    expect(cold.generation).not.toBe(put.generation);
+    const check = winCheck(cold, put);
+    expect(check).toMatchObject({ action: "rewrite" });
+    if (check.action === "rewrite") expect(check.leaseUntil).toBeGreaterThanOrEqual(put.sentAt + 30_000 + LEASE);
+    const synced = new Clocks();
+    const fresh = make(synced);
+    expect(winCheck(fresh, win(fresh, synced, 0, 10))).toEqual({ action: "keep" });
+  });
+
+  it("gives back an item it replaced that was live by an estimate that started over during the flight (the service's clock stepped)", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    steadyRequests(clock, clocks, 300, 7);
+    // Ended 1 s ago by the estimate the put was built from; live 59 s more by the service's clock, stepped back 60 s.
+    const replaced: Item = { status: { S: "in-flight" }, leaseUntil: { N: String(clocks.local - 1_000) }, token: { S: "t-old" } };
+    const put = win(clock, clocks, -60_000, 10, replaced);
+    expect(clock.generation).not.toBe(put.generation);
+    expect(winCheck(clock, put)).toEqual({ action: "give-back", replaced });
+    // The same answer from a standing estimate: the put's own condition already showed the item ended.
+    const steady = new Clocks();
+    const calm = make(steady);
+    steadyRequests(calm, steady, 300, 7);
+    const ended: Item = { status: { S: "in-flight" }, leaseUntil: { N: String(steady.local - 1_000) }, token: { S: "t-old" } };
+    expect(winCheck(calm, win(calm, steady, 0, 10, ended))).toEqual({ action: "keep" });
   });
 });
 

@@ -17,6 +17,7 @@ import { DYNAMODB_MAX_KEY_BYTES, DynamoDBStore, TransactionalDynamoDBStore, crea
 import { localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
 import { MAX_LEASE_EXCESS_MS } from "../../../stores/dynamodb/claim.js";
 import { DATE_RESOLUTION_MS } from "../../../stores/dynamodb/clock.js";
+import { warmClock } from "../../support/dynamodb-clock.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-skew-${Date.now().toString(36)}`;
@@ -189,6 +190,47 @@ describe("a claim checks itself against its own answer (mock: DynamoDB's Date ru
     expect(await a.store.release("live", mine.token)).toBe(true);
     expect((await b.store.claim("live", 1_000)).status).toBe("claimed");
   });
+
+  it("answers that turn slow (1.2 s round trips) cost a warm store no correction: 5 batches of 10 first claims, 50 PutItem", async () => {
+    // A real slow network, not a fault: once the store's estimate is narrow (fast answers), each
+    // request waits 600 ms before DynamoDB Local sees it and 600 ms after it answers, as on a loaded
+    // host. Reading the standing estimate back at the send time (what claims did before winCheck)
+    // asks for up to 2 × 200 ppm × 1.2 s ≈ 0.5 ms more than the lease written: a whole-ms rewrite
+    // whenever the rounding falls in that gap (stop 26's CI counted 20 PutItem for 10 claims). The
+    // estimate's drift allowance grows about 0.25 ms per batch, so five batches sweep the whole ms.
+    const direct = new DynamoDBClient(localClientConfig(endpoint));
+    const real = direct.config.requestHandler as unknown as { handle(request: unknown, options?: unknown): Promise<unknown> };
+    let delayMs = 0;
+    const pause = () => new Promise((resolve) => setTimeout(resolve, delayMs));
+    const slow = {
+      metadata: { handlerProtocol: "http/1.1" },
+      destroy: () => undefined,
+      handle: async (request: unknown, options?: unknown) => {
+        await pause();
+        const answer = await real.handle(request, options);
+        await pause();
+        return answer;
+      },
+      updateHttpClientConfig: () => undefined,
+      httpHandlerConfigs: () => ({}),
+    };
+    const client = new DynamoDBClient(localClientConfig(endpoint, { requestHandler: slow as never }));
+    await warmClock(client, table);
+    const namespace = `slow-${counter}`;
+    const store = new DynamoDBStore({ table, namespace, client });
+    const sent: string[] = [];
+    onEveryRequest(client, (name) => sent.push(name), { per: "command" });
+    delayMs = 600;
+    const lease = 20_000;
+    for (let round = 0; round < 5; round += 1) {
+      const ids = Array.from({ length: 10 }, (_, i) => `r${round}-${i}`);
+      const before = Date.now();
+      const answers = await store.claimMany(ids, lease);
+      expect(answers.map((answer) => answer.status)).toEqual(ids.map(() => "claimed"));
+      expect(await leaseUntil(namespace, ids[0] as string)).toBeGreaterThanOrEqual(before + lease);
+    }
+    expect(sent).toEqual(Array.from({ length: 50 }, () => "PutItemCommand"));
+  }, 30_000);
 
   it("a step of B's local clock is seen (monotonic clock): B goes cold again and takes nothing live", async () => {
     const namespace = `step-${counter}`;
