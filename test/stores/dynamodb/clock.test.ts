@@ -282,6 +282,61 @@ describe("winCheck: a won claim, checked against the estimate its answer refined
     const ended: Item = { status: { S: "in-flight" }, leaseUntil: { N: String(steady.local - 1_000) }, token: { S: "t-old" } };
     expect(winCheck(calm, win(calm, steady, 0, 10, ended))).toEqual({ action: "keep" });
   });
+
+  it("keeps a win over an item whose lease ended exactly at the put's own :now (the condition proved it), even answered in 3 s", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    steadyRequests(clock, clocks, 300, 7);
+    // `#l <= :now` let the put replace it; read back at the send time, the refined bounds' earliest is
+    // about 1.2 ms before that :now (drift counted twice over 3 s), so the item would look live there.
+    const replaced: Item = { status: { S: "in-flight" }, leaseUntil: { N: String(clock.conditionNow()) }, token: { S: "t-old" } };
+    const put = win(clock, clocks, 0, 3_000, replaced);
+    expect(clock.generation).toBe(put.generation);
+    expect(winCheck(clock, put)).toEqual({ action: "keep" });
+  });
+
+  it("after a start-over, gives back only what the new estimate shows live: a forward step of the service's clock rewrites instead", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    steadyRequests(clock, clocks, 300, 7);
+    const replaced: Item = { status: { S: "in-flight" }, leaseUntil: { N: String(clocks.local - 1_000) }, token: { S: "t-old" } };
+    // DynamoDB's clock stepped 60 s ahead: the item ended 61 s ago by it, but the lease written is 60 s short.
+    const put = win(clock, clocks, 60_000, 10, replaced);
+    const check = winCheck(clock, put);
+    expect(check.action).toBe("rewrite");
+    if (check.action === "rewrite") expect(check.leaseUntil).toBeGreaterThanOrEqual(put.sentAt + 60_000 + LEASE);
+  });
+
+  it("a local step right after the answer drops the estimate: the lease is checked against the local clock, and kept", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    steadyRequests(clock, clocks, 300, 7);
+    const put = win(clock, clocks, 0, 10);
+    clocks.local += 30_000;
+    expect(clock.offset()).toBeUndefined();
+    expect(clock.generation).not.toBe(put.generation);
+    expect(winCheck(clock, put)).toEqual({ action: "keep" });
+  });
+
+  it("keeps a lease at both edges of what the answer allows: exactly as long as needed, and exactly 2 s over", () => {
+    // Without drift, every bound is a whole ms and the edges can be hit exactly.
+    const cold = new Clocks();
+    cold.advance(1_000 - (cold.local % 1_000) + 500); // the local clock at x.500 s
+    const fresh = make(cold, 0);
+    // Cold: written 1.5 s out. Stamped 600 ms later, at x+1.1 s, which its Date truncates to x+1 s, the answer shows a latest of exactly +1.5 s.
+    const exact = win(fresh, cold, 0, 1_200);
+    expect(fresh.offset(exact.sentAt)?.max).toBe(COLD_START_PAD_MS);
+    expect(winCheck(fresh, exact)).toEqual({ action: "keep" });
+    const wide = new Clocks();
+    wide.advance(1_000 - (wide.local % 1_000)); // x.000 s
+    const clock = make(wide, 0);
+    request(clock, wide, 0, 2_500, 0); // latest: +3 s
+    wide.advance(500); // x.000 s again
+    const put = win(clock, wide, 0, 20); // stamped within the same second: latest +1 s
+    expect(clock.generation).toBe(put.generation);
+    expect(put.leaseUntil - (put.sentAt + 1_000 + LEASE)).toBe(MAX_LEASE_EXCESS_MS);
+    expect(winCheck(clock, put)).toEqual({ action: "keep" });
+  });
 });
 
 describe("sampledBy", () => {
