@@ -29,3 +29,6 @@ export declare function onEveryRequest<Client extends { middlewareStack: { add: 
   onRequest: (commandName: string) => void,
   options?: { per?: "attempt" | "command" },
 ): Client;
+
+/** The name of every command `client` sends from now on, once per command (`onEveryRequest`, `per: "command"`). */
+export declare function commandsSent(client: { middlewareStack: { add: (...args: never[]) => unknown } }): string[];

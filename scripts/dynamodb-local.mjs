@@ -122,6 +122,13 @@ export function onEveryRequest(client, onRequest, { per = "attempt" } = {}) {
   return client;
 }
 
+/** The name of every command `client` sends from now on, once per command (`onEveryRequest`, `per: "command"`). */
+export function commandsSent(client) {
+  const sent = [];
+  onEveryRequest(client, (name) => sent.push(name), { per: "command" });
+  return sent;
+}
+
 export async function startDynamoDBLocal({ timeoutMs = 30_000 } = {}) {
   const dir = ensureDynamoDBLocal();
   const port = await freePort();

@@ -13,7 +13,7 @@ import type { Envelope } from "../../src/envelope.js";
 import type { HandlerContext } from "../../src/engine/index.js";
 import { fifoGroupOf, headersOf, redeliveriesOf, type SqsRuntimeContext, sqsHandler } from "../../handlers/lambda-sqs.js";
 import { DynamoDBStore, type DynamoDBStoreOptions } from "../../entry/dynamodb.js";
-import { freePort, onEveryRequest } from "../../scripts/dynamodb-local.mjs";
+import { commandsSent, freePort } from "../../scripts/dynamodb-local.mjs";
 import { STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { conformanceSkipReason, manifest, nextManifest, sampleBody } from "../support/conformance-data.js";
 import { localIdempotencyTable } from "../support/dynamodb-table.js";
@@ -31,18 +31,12 @@ function store(options: Partial<DynamoDBStoreOptions> = {}): DynamoDBStore {
 const event = (records: SQSRecord[]): SQSEvent => ({ Records: records });
 const failedIds = (response: SQSBatchResponse) => response.batchItemFailures.map((f) => f.itemIdentifier);
 
-function countRequests(client: DynamoDBClient): string[] {
-  const sent: string[] = [];
-  onEveryRequest(client, (name) => sent.push(name), { per: "command" });
-  return sent;
-}
-
 // ---- tests -------------------------------------------------------------------------------------
 
 describe("sqsHandler on DynamoDB Local", () => {
   it("makes 11 DynamoDB requests for 10 new messages, 1 for 10 redelivered duplicates, 10 for 10 duplicates without the redelivery hint", async () => {
     const client = new DynamoDBClient(clientConfig());
-    const sent = countRequests(client);
+    const sent = commandsSent(client);
     let effects = 0;
     const handler = sqsHandler({ store: store({ client }), handle: () => void (effects += 1) });
     const ids = Array.from({ length: 10 }, (_, i) => `batch-${i}`);

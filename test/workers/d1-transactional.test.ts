@@ -66,7 +66,7 @@ describe("reliability in transactional mode on D1 (workerd): effects counted fro
   const mixes = [
     { faultMix: "crashes at 3 points + handler failures (tx)", handlerFailure: 0.05, crash: { beforeEffect: 0.05, afterEffectBeforeCommit: 0.1, afterCommitBeforeAck: 0.05 } },
     { faultMix: "killed at a random moment mid-batch (tx)", kill: 0.3, killWithinMs: 60, handlerMs: [0, 50] as const },
-    { faultMix: "one handler hangs past the deadline (tx)", hang: 0.15, invocationMs: 800, deadlineMarginMs: 150, handlerMs: [0, 20] as const },
+    { faultMix: "one handler hangs past the deadline (tx)", hang: 0.15, invocationMs: 1_250, deadlineMarginMs: 600, handlerMs: [0, 20] as const },
   ];
   mixes.forEach((mix, m) => {
     it(`D1Store (tx): ${mix.faultMix}: 0 lost, 0 repeated`, { timeout: 300_000 }, async () => {

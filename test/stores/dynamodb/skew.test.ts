@@ -14,7 +14,7 @@ import { beforeAll, describe, expect, inject, it } from "vitest";
 import type { Claim } from "../../../src/contract.js";
 import { storeKey } from "../../../src/store-kit/keys.js";
 import { DYNAMODB_MAX_KEY_BYTES, DynamoDBStore, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../../entry/dynamodb.js";
-import { localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
+import { commandsSent, localClientConfig } from "../../../scripts/dynamodb-local.mjs";
 import { MAX_LEASE_EXCESS_MS } from "../../../stores/dynamodb/claim.js";
 import { DATE_RESOLUTION_MS } from "../../../stores/dynamodb/clock.js";
 import { warmClock } from "../../support/dynamodb-clock.js";
@@ -33,8 +33,7 @@ let counter = 0;
 function consumer(skew: number, namespace: string, config: DynamoDBClientConfig = {}) {
   counter += 1;
   const client = new DynamoDBClient(localClientConfig(endpoint, config));
-  const sent: string[] = [];
-  onEveryRequest(client, (name) => sent.push(name), { per: "command" });
+  const sent = commandsSent(client);
   const store = new TransactionalDynamoDBStore({ table, namespace, client, now: () => Date.now() + skew, token: () => `c${counter}-${crypto.randomUUID()}` });
   return { store, sent, client };
 }
@@ -218,8 +217,7 @@ describe("a claim checks itself against its own answer (mock: DynamoDB's Date ru
     await warmClock(client, table);
     const namespace = `slow-${counter}`;
     const store = new DynamoDBStore({ table, namespace, client });
-    const sent: string[] = [];
-    onEveryRequest(client, (name) => sent.push(name), { per: "command" });
+    const sent = commandsSent(client);
     delayMs = 600;
     const lease = 20_000;
     for (let round = 0; round < 5; round += 1) {
@@ -237,8 +235,7 @@ describe("a claim checks itself against its own answer (mock: DynamoDB's Date ru
     let skew = 0;
     const a = consumer(0, namespace);
     const client = new DynamoDBClient(localClientConfig(endpoint));
-    const sent: string[] = [];
-    onEveryRequest(client, (name) => sent.push(name), { per: "command" });
+    const sent = commandsSent(client);
     const b = new DynamoDBStore({ table, namespace, client, now: () => Date.now() + skew });
     expect((await a.store.claim("held", 20_000)).status).toBe("claimed");
     expect((await b.claim("held")).status).toBe("in-flight");

@@ -24,7 +24,7 @@ import {
   createIdempotencyTable,
   idempotencyTableDefinition,
 } from "../../../entry/dynamodb.js";
-import { freePort, localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
+import { commandsSent, freePort, localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
 import { WARM_WIDTH_MS, warmedClient } from "../../support/dynamodb-clock.js";
 import { testStore } from "../contract.js";
 
@@ -33,13 +33,6 @@ const table = `idempotency-store-${Date.now().toString(36)}`;
 
 function clientConfig(overrides: DynamoDBClientConfig = {}): DynamoDBClientConfig {
   return localClientConfig(endpoint, overrides);
-}
-
-/** Records the name of every command a client sends (once per command, however often the SDK retries it). */
-function countRequests(client: DynamoDBClient): string[] {
-  const sent: string[] = [];
-  onEveryRequest(client, (name) => sent.push(name), { per: "command" });
-  return sent;
 }
 
 let namespaceCounter = 0;
@@ -71,7 +64,7 @@ testStore("DynamoDBStore", {
 describe("DynamoDBStore on DynamoDB Local", () => {
   it("decides every claim in ONE request: new, in-flight and done all answer from the conditional put", async () => {
     const client = new DynamoDBClient(clientConfig());
-    const sent = countRequests(client);
+    const sent = commandsSent(client);
     const s = store({ client });
     expect((await s.claim("one")).status).toBe("claimed");
     expect(sent).toEqual(["PutItemCommand"]);
@@ -101,7 +94,7 @@ describe("DynamoDBStore on DynamoDB Local", () => {
       },
       { step: "initialize", name: "stripAllOld" },
     );
-    const sent = countRequests(client);
+    const sent = commandsSent(client);
     const s = store({ client });
     await s.remember("d");
     await s.claim("f");
@@ -166,7 +159,7 @@ describe("DynamoDBStore on DynamoDB Local", () => {
 
   it("commits in BatchWriteItem chunks of 25, each key once", async () => {
     const client = new DynamoDBClient(clientConfig());
-    const sent = countRequests(client);
+    const sent = commandsSent(client);
     const s = store({ client });
     const ids = Array.from({ length: 60 }, (_, i) => `chunk-${i}`);
     await s.rememberMany([...ids, ...ids.slice(0, 5)]);
@@ -192,7 +185,7 @@ describe("DynamoDBStore on DynamoDB Local", () => {
       },
       { step: "initialize", name: "throttle" },
     );
-    const sent = countRequests(client);
+    const sent = commandsSent(client);
     const s = store({ client });
     const ids = Array.from({ length: 20 }, (_, i) => `unprocessed-${i}`);
     await s.rememberMany(ids);
@@ -252,7 +245,7 @@ describe("DynamoDBStore on DynamoDB Local", () => {
       },
       { step: "initialize", name: "failOne" },
     );
-    const sent = countRequests(client);
+    const sent = commandsSent(client);
     const s = store({ client });
     const answers = await s.claimMany(["won-1", "boom", "won-2"]);
     expect(answers.map((a) => a.status)).toEqual(["claimed", "failed", "claimed"]);
@@ -311,7 +304,7 @@ describe("DynamoDBStore on DynamoDB Local", () => {
 describe("DynamoDBStore fingerprints and inspect", () => {
   it("stores the claim's fingerprint and answers it from the failed put (ALL_OLD), still one request", async () => {
     const client = new DynamoDBClient(clientConfig());
-    const sent = countRequests(client);
+    const sent = commandsSent(client);
     const s = store({ client });
     expect((await s.claim("f", 60_000, "fp-1")).status).toBe("claimed");
     sent.length = 0;
@@ -346,7 +339,7 @@ describe("DynamoDBStore fingerprints and inspect", () => {
   });
 
   it("inspects with one consistent GetItem: in flight, done, expired and absent", async () => {
-    const sent = countRequests(warm);
+    const sent = commandsSent(warm);
     const s = store({ client: warm, retentionMs: 60_000 });
     await s.claim("i", 30_000, "fp-i");
     sent.length = 0;
@@ -382,7 +375,7 @@ describe("DynamoDBStore claim precheck: one BatchGetItem before the puts", () =>
   /** A store on a counting client, with `committed` ids already done (under fingerprint `fp-<id>`). */
   async function primed(options: Partial<DynamoDBStoreOptions>, committed: string[]) {
     // The warmed client: some of these tests time 150 ms windows. Each test counts from its own counter.
-    const sent = countRequests(warm);
+    const sent = commandsSent(warm);
     const s = store({ client: warm, ...options });
     if (committed.length > 0) await s.rememberMany(committed, committed.map((id) => `fp-${id}`));
     sent.length = 0;
@@ -495,7 +488,7 @@ describe("DynamoDBStore claim precheck: one BatchGetItem before the puts", () =>
       },
       { step: "initialize", name: "failReads" },
     );
-    const sent = countRequests(client);
+    const sent = commandsSent(client);
     const s = store({ client });
     await s.rememberMany(["rf-1", "rf-2"]);
     sent.length = 0;
@@ -513,7 +506,7 @@ describe("DynamoDBStore claim precheck: one BatchGetItem before the puts", () =>
 describe("the request counter the tests above use (scripts/dynamodb-local.mjs)", () => {
   it("counts a command the SDK retries once per command, and once per HTTP attempt with per: attempt", async () => {
     const client = new DynamoDBClient(clientConfig());
-    const commands = countRequests(client);
+    const commands = commandsSent(client);
     const attempts: string[] = [];
     // Added before the fault, so it sits outside it and sees both attempts.
     onEveryRequest(client, (name) => attempts.push(name));

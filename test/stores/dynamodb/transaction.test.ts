@@ -12,7 +12,7 @@ import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionC
 import { storeKey } from "../../../src/store-kit/keys.js";
 import { DYNAMODB_MAX_KEY_BYTES, DynamoDBStore, TransactionalDynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../../entry/dynamodb.js";
 import { type DynamoDBTransaction, type DynamoDBTransactionDeps, transactDynamoDB } from "../../../stores/dynamodb/transaction.js";
-import { localClientConfig, onEveryRequest } from "../../../scripts/dynamodb-local.mjs";
+import { commandsSent, localClientConfig } from "../../../scripts/dynamodb-local.mjs";
 import { warmClock } from "../../support/dynamodb-clock.js";
 
 const endpoint = inject("dynamodbEndpoint");
@@ -84,8 +84,7 @@ async function effectsOf(messageId: string): Promise<string[]> {
 describe("DynamoDB transactional mode on DynamoDB Local", () => {
   it("commits the handler's actions and the done record in ONE TransactWriteItems, the claim token as ClientRequestToken", async () => {
     const requestClient = new DynamoDBClient(localClientConfig(endpoint));
-    const sent: string[] = [];
-    onEveryRequest(requestClient, (name) => sent.push(name), { per: "command" });
+    const sent = commandsSent(requestClient);
     let input: TransactWriteItemsCommandInput | undefined;
     requestClient.middlewareStack.add(
       (next, context) => async (args) => {
@@ -174,8 +173,7 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
 
   it("refuses DynamoDB's limits before sending anything: 100 actions, one action per item (the dedupe item too), 4 MB", async () => {
     const requestClient = new DynamoDBClient(localClientConfig(endpoint));
-    const sent: string[] = [];
-    onEveryRequest(requestClient, (name) => sent.push(name), { per: "command" });
+    const sent = commandsSent(requestClient);
     const { store, transact, namespace } = setup({ client: requestClient });
     const claim = await owned(store, `limits-${suffix}`);
     sent.length = 0;
