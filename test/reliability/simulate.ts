@@ -131,7 +131,20 @@ export interface SimulationReport {
   effects: number;
   lost: number;
   /** Extra effects beyond one per id, by cause (`byFault`: per label, ids the run's `explainedRepeats` named). */
-  duplicates: { crashWindow: number; commitFailed: number; byFault?: Record<string, number>; unexplained: number };
+  duplicates: {
+    crashWindow: number;
+    commitFailed: number;
+    byFault?: Record<string, number>;
+    /**
+     * Repeats of ids whose first run outlived its claim: the commit answered more than `leaseMs` after
+     * the claim was sent (a stalled run), so the lease could end first and a redelivery claim the id
+     * again. A lease shorter than a run is the documented limit of a lease, not a fault of the kit.
+     */
+    leaseOutlived?: number;
+    unexplained: number;
+    /** For each id repeated without a known cause, what happened to it (claims, effects, results, with times). */
+    unexplainedIds?: Record<string, string[]>;
+  };
   crashes: number;
   /**
    * Deliveries acknowledged as `ran` or `duplicate` by a batch that began and ended while the store
@@ -188,6 +201,17 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   /** Ids exposed by a kill (effect done, commit not landed at the kill) and ids of hung batches. */
   const killWindow = new Set<string>();
   const hungBatchIds = new Set<string>();
+  /** Per id: when each claim of it was sent, its effects and its results (for a repeat nothing explains). */
+  const history = new Map<string, string[]>();
+  const note = (id: string, event: string) => {
+    const events = history.get(id);
+    if (events === undefined) history.set(id, [event]);
+    else events.push(event);
+  };
+  /** Per id: the batch of its first effect and when that batch sent the claim it ran under. */
+  const firstRun = new Map<string, { batch: number; claimSentAt: number }>();
+  /** Ids whose first run's commit answered more than `leaseMs` after its claim was sent. */
+  const leaseOutlived = new Set<string>();
   let deliveries = 0;
   let batches = 0;
   let crashes = 0;
@@ -279,7 +303,15 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       let hungStarted = false;
       const committing = new Set<string>();
       const [minMs, maxMs] = options.handlerMs ?? [0, 0];
-      const backend = killAt === undefined ? ownBackend : killable(ownBackend, () => killed);
+      const claimSentAt = new Map<string, number>();
+      const sendsClaims = (ids: readonly string[]) => {
+        const at = Date.now();
+        for (const id of ids) {
+          claimSentAt.set(id, at);
+          note(id, `t=${at - started} batch ${batchNumber} (consumer ${index}) claims`);
+        }
+      };
+      const backend = withClaimsSeen(killAt === undefined ? ownBackend : killable(ownBackend, () => killed), sendsClaims);
       const tx = options.transactional;
       const engine = new BatchEngine(backend, async (_message, context) => {
         const id = context.key as string;
@@ -313,6 +345,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         if (random() < handlerFailure) throw new Error("handler failed (scripted)");
         if (tx) await tx.write(id, context.tx);
         else effects.set(id, (effects.get(id) ?? 0) + 1);
+        if (!firstRun.has(id)) firstRun.set(id, { batch: batchNumber, claimSentAt: claimSentAt.get(id) ?? startedAt });
+        note(id, `t=${Date.now() - started} batch ${batchNumber} effect`);
         progressed.add(id);
         committing.add(id);
         if (point === "after-effect") {
@@ -327,7 +361,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         leaseMs,
         ...(options.invocationMs === undefined || options.deadlineGuard === false ? {} : { deadline: Date.now() + options.invocationMs }),
         onResult: (i, result) => {
-          if (result.status === "ran" || result.status === "commit-failed") committing.delete((batch[i] as QueuedDelivery).id);
+          const id = (batch[i] as QueuedDelivery).id;
+          note(id, `t=${Date.now() - started} batch ${batchNumber} ${result.status}${killed ? " (after the kill)" : ""}`);
+          const first = firstRun.get(id);
+          if (result.status === "ran" && first?.batch === batchNumber && Date.now() - first.claimSentAt > leaseMs) leaseOutlived.add(id);
+          if (result.status === "ran" || result.status === "commit-failed") committing.delete(id);
         },
       });
       let killTimer: ReturnType<typeof setTimeout> | undefined;
@@ -389,6 +427,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const explained = await Promise.all((options.explainedRepeats ?? []).map(async ({ label, ids: named }) => ({ label, ids: await named() })));
   const byFault: Record<string, number> = Object.fromEntries(explained.map(({ label }) => [label, 0]));
   const duplicates: SimulationReport["duplicates"] = { crashWindow: 0, commitFailed: 0, ...(explained.length === 0 ? {} : { byFault }), unexplained: 0 };
+  const unexplainedIds: Record<string, string[]> = {};
   const counted = countEffects(ids, effects, (id, repeats) => {
     if (hungBatchIds.has(id)) window.hangRepeats += repeats;
     if (crashWindow.has(id)) duplicates.crashWindow += repeats;
@@ -396,12 +435,16 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       duplicates.crashWindow += repeats;
       window.killRepeats += repeats;
     } else if (commitFailed.has(id)) duplicates.commitFailed += repeats;
+    else if (leaseOutlived.has(id)) duplicates.leaseOutlived = (duplicates.leaseOutlived ?? 0) + repeats;
     else {
       const fault = explained.find((set) => set.ids.has(id));
-      if (fault === undefined) duplicates.unexplained += repeats;
-      else byFault[fault.label] = (byFault[fault.label] ?? 0) + repeats;
+      if (fault === undefined) {
+        duplicates.unexplained += repeats;
+        unexplainedIds[id] = history.get(id) ?? [];
+      } else byFault[fault.label] = (byFault[fault.label] ?? 0) + repeats;
     }
   });
+  if (duplicates.unexplained > 0) duplicates.unexplainedIds = unexplainedIds;
   return {
     ...commonReport(options, counted, { deliveries, crashes, storeUnavailable, window }, started),
     duplicates,
@@ -448,13 +491,14 @@ export function formatSimulationTable(reports: readonly SimulationReport[]): str
   const rule = "|:--|:--|--:|--:|--:|--:|:--|--:|:--|--:|--:|";
   const rows = reports.map((r) => {
     const byFault = Object.entries(r.duplicates.byFault ?? {});
-    const dupes = r.duplicates.crashWindow + r.duplicates.commitFailed + byFault.reduce((sum, [, n]) => sum + n, 0) + r.duplicates.unexplained;
+    const dupes = r.duplicates.crashWindow + r.duplicates.commitFailed + (r.duplicates.leaseOutlived ?? 0) + byFault.reduce((sum, [, n]) => sum + n, 0) + r.duplicates.unexplained;
     const why =
       dupes === 0
         ? "0"
         : `${dupes} (${[
             r.duplicates.crashWindow ? `${r.duplicates.crashWindow} crash after effect, before commit` : "",
             r.duplicates.commitFailed ? `${r.duplicates.commitFailed} commit failed` : "",
+            r.duplicates.leaseOutlived ? `${r.duplicates.leaseOutlived} lease outlived by a stalled run` : "",
             ...byFault.map(([label, n]) => (n ? `${n} ${label}` : "")),
             r.duplicates.unexplained ? `${r.duplicates.unexplained} UNEXPLAINED` : "",
           ]
@@ -467,4 +511,21 @@ export function formatSimulationTable(reports: readonly SimulationReport[]): str
     return `| ${r.store} | ${r.faultMix} | ${r.messages} | ${r.deliveries} | ${r.effects} | ${r.lost} | ${why} | ${r.crashes} | ${faults} | ${r.ackedDuringOutage} | ${(r.elapsedMs / 1000).toFixed(1)} |`;
   });
   return [header, rule, ...rows].join("\n");
+}
+
+/**
+ * `store`, with `sent(ids)` called as each claim is sent (`claim`, `claimMany`): when a lease began,
+ * at the earliest. Every other call goes straight through.
+ */
+function withClaimsSeen<S extends Store>(store: S, sent: (ids: readonly string[]) => void): S {
+  return new Proxy(store, {
+    get(target, property) {
+      const value = Reflect.get(target, property) as unknown;
+      if (typeof value !== "function") return value;
+      const call = (args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
+      if (property === "claim") return (...args: unknown[]) => (sent([args[0] as string]), call(args));
+      if (property === "claimMany") return (...args: unknown[]) => (sent(args[0] as readonly string[]), call(args));
+      return (...args: unknown[]) => call(args);
+    },
+  });
 }

@@ -34,7 +34,7 @@ describe(`reliability: ${NAME}`, () => {
       const report = await simulate({ ...mix, store: NAME, backend: store, faults, random, messages: perMix, leaseMs: 1_500, visibilityMs: 1_800 });
       reports.push(report);
       expect(report.lost, "lost ids").toBe(0);
-      expect(report.duplicates.unexplained, "repeats outside the crash window").toBe(0);
+      expect(report.duplicates.unexplained, `repeats outside the crash window: ${JSON.stringify(report.duplicates.unexplainedIds)}`).toBe(0);
       expect(report.ackedDuringOutage, "acks while the store was down").toBe(0);
       if (mix.outage) expect(report.storeFaults.outage ?? 0).toBeGreaterThan(0);
       if (mix.faults?.error) expect(Object.values(report.storeFaults).reduce((a, b) => a + b, 0), "faults injected").toBeGreaterThan(0);
