@@ -65,15 +65,23 @@ export function crashPoint(random: () => number, rates: CrashRates = {}): CrashP
         : "none";
 }
 
-/** The store as a killed process sees it: once `dead()` is true, no call reaches the backend and none answers. */
-export function killable<S extends Store>(store: S, dead: () => boolean): S {
+/**
+ * `store`, with every method call going through `around(method, args, call)`: `call()` makes the
+ * real call (on the store itself, so its private fields work). Other properties read through.
+ */
+export function aroundCalls<S extends Store>(store: S, around: (method: string | symbol, args: unknown[], call: () => unknown) => unknown): S {
   return new Proxy(store, {
     get(target, property, receiver) {
       const value = Reflect.get(target, property, receiver) as unknown;
       if (typeof value !== "function") return value;
-      return (...args: unknown[]) => (dead() ? never : (value as (...a: unknown[]) => unknown).apply(target, args));
+      return (...args: unknown[]) => around(property, args, () => (value as (...a: unknown[]) => unknown).apply(target, args));
     },
   });
+}
+
+/** The store as a killed process sees it: once `dead()` is true, no call reaches the backend and none answers. */
+export function killable<S extends Store>(store: S, dead: () => boolean): S {
+  return aroundCalls(store, (_method, _args, call) => (dead() ? never : call()));
 }
 
 /**

@@ -32,7 +32,7 @@ import type { Store } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine/index.js";
 import { DeadlineExceededError, StoreUnavailableError } from "../../src/errors.js";
-import { type CrashRates, type WindowReport, commonReport, countEffects, countKill, crashPoint, drawFault, emptyWindow, envelope, killable, never, runDeadlineMs, shuffle, sleep } from "./broker-parts.js";
+import { type CrashRates, type WindowReport, aroundCalls, commonReport, countEffects, countKill, crashPoint, drawFault, emptyWindow, envelope, killable, never, runDeadlineMs, shuffle, sleep } from "./broker-parts.js";
 import type { FaultSwitch } from "./faults.js";
 
 export type { WindowReport } from "./broker-parts.js";
@@ -515,17 +515,12 @@ export function formatSimulationTable(reports: readonly SimulationReport[]): str
 
 /**
  * `store`, with `sent(ids)` called as each claim is sent (`claim`, `claimMany`): when a lease began,
- * at the earliest. Every other call goes straight through.
+ * at the earliest. Every call goes through as it was.
  */
 function withClaimsSeen<S extends Store>(store: S, sent: (ids: readonly string[]) => void): S {
-  return new Proxy(store, {
-    get(target, property) {
-      const value = Reflect.get(target, property) as unknown;
-      if (typeof value !== "function") return value;
-      const call = (args: unknown[]) => (value as (...a: unknown[]) => unknown).apply(target, args);
-      if (property === "claim") return (...args: unknown[]) => (sent([args[0] as string]), call(args));
-      if (property === "claimMany") return (...args: unknown[]) => (sent(args[0] as readonly string[]), call(args));
-      return (...args: unknown[]) => call(args);
-    },
+  return aroundCalls(store, (method, args, call) => {
+    if (method === "claim") sent([args[0] as string]);
+    else if (method === "claimMany") sent(args[0] as readonly string[]);
+    return call();
   });
 }

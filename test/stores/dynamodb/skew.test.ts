@@ -45,6 +45,24 @@ async function leaseUntil(namespace: string, id: string): Promise<number> {
   return Number(Item?.leaseUntil?.N);
 }
 
+/** What an HTTP handler answers, as far as these tests touch it. */
+type HttpAnswer = { response: { headers: Record<string, string> } };
+
+/**
+ * A request handler (`requestHandler` of a client config) that sends through a real client's own
+ * handler, with `around` wrapped about each request: to delay it, or to change what it answers.
+ */
+function aroundRequests(around: (send: () => Promise<HttpAnswer>) => Promise<HttpAnswer>) {
+  const real = new DynamoDBClient(localClientConfig(endpoint)).config.requestHandler as unknown as { handle(request: unknown, options?: unknown): Promise<HttpAnswer> };
+  return {
+    metadata: { handlerProtocol: "http/1.1" },
+    destroy: () => undefined,
+    handle: (request: unknown, options?: unknown) => around(() => real.handle(request, options)),
+    updateHttpClientConfig: () => undefined,
+    httpHandlerConfigs: () => ({}),
+  };
+}
+
 beforeAll(async () => {
   await createIdempotencyTable(new DynamoDBClient(localClientConfig(endpoint)), idempotencyTableDefinition(table));
 });
@@ -157,19 +175,11 @@ describe("a claim checks itself against its own answer (mock: DynamoDB's Date ru
     // a step the store could see (e.g. a frozen VM whose monotonic clock stopped too): B's first answers
     // say DynamoDB is 30 s ahead of it, so B's next claim sends a `:now` 30 s late and wins A's live lease.
     let lie = true;
-    const honest = new DynamoDBClient(localClientConfig(endpoint));
-    const real = honest.config.requestHandler as unknown as { handle(request: unknown, options?: unknown): Promise<{ response: { headers: Record<string, string> } }> };
-    const lying = {
-      metadata: { handlerProtocol: "http/1.1" },
-      destroy: () => undefined,
-      handle: async (request: unknown, options?: unknown) => {
-        const answer = await real.handle(request, options);
-        if (lie) answer.response.headers.date = new Date(Date.parse(answer.response.headers.date as string) + 30_000).toUTCString();
-        return answer;
-      },
-      updateHttpClientConfig: () => undefined,
-      httpHandlerConfigs: () => ({}),
-    };
+    const lying = aroundRequests(async (send) => {
+      const answer = await send();
+      if (lie) answer.response.headers.date = new Date(Date.parse(answer.response.headers.date as string) + 30_000).toUTCString();
+      return answer;
+    });
     const namespace = `giveback-${counter}`;
     const a = consumer(0, namespace);
     const b = consumer(0, namespace, { requestHandler: lying as never });
@@ -197,22 +207,14 @@ describe("a claim checks itself against its own answer (mock: DynamoDB's Date ru
     // asks for up to 2 × 200 ppm × 1.2 s ≈ 0.5 ms more than the lease written: a whole-ms rewrite
     // whenever the rounding falls in that gap (stop 26's CI counted 20 PutItem for 10 claims). The
     // estimate's drift allowance grows about 0.25 ms per batch, so five batches sweep the whole ms.
-    const direct = new DynamoDBClient(localClientConfig(endpoint));
-    const real = direct.config.requestHandler as unknown as { handle(request: unknown, options?: unknown): Promise<unknown> };
     let delayMs = 0;
     const pause = () => new Promise((resolve) => setTimeout(resolve, delayMs));
-    const slow = {
-      metadata: { handlerProtocol: "http/1.1" },
-      destroy: () => undefined,
-      handle: async (request: unknown, options?: unknown) => {
-        await pause();
-        const answer = await real.handle(request, options);
-        await pause();
-        return answer;
-      },
-      updateHttpClientConfig: () => undefined,
-      httpHandlerConfigs: () => ({}),
-    };
+    const slow = aroundRequests(async (send) => {
+      await pause();
+      const answer = await send();
+      await pause();
+      return answer;
+    });
     const client = new DynamoDBClient(localClientConfig(endpoint, { requestHandler: slow as never }));
     await warmClock(client, table);
     const namespace = `slow-${counter}`;
