@@ -540,6 +540,10 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       } catch {
         state.broken = true;
       }
+      // The connection died under the handler (a restart, a killed session: the handler's statement
+      // failed, and the ROLLBACK could not be sent either). Nothing was committed, and the failure is
+      // the database's, not the handler's: it is answered as the store's, StoreUnavailableError.
+      if (state.broken && !(error instanceof OwnStatementFailed)) throw new OwnStatementFailed("work", error);
       throw error;
     }
   }

@@ -130,20 +130,30 @@ export function testPostgresTransactions(name: string, { pool, single, open }: T
       await expect(s.transact({ id: messageId, token: "" }, async () => {})).rejects.toBeInstanceOf(FenceLostError);
     });
 
-    it("a crash between the handler's writes and the commit (connection killed) leaves nothing; the redelivery commits the only effect", async () => {
+    it("a crash between the handler's writes and the commit (connection killed) leaves nothing, fails as the store's; the redelivery commits the only effect", async () => {
       const s = await open();
       const messageId = `tx-crash-${unique()}`;
       const first = await owned(s, messageId, 300);
+      let handlerSaw: unknown;
       const failure = await s
         .transact(first, async (tx) => {
           await insertEffect(tx, messageId, "first");
           const { rows } = await tx.query("SELECT pg_backend_pid() AS pid");
           // The consumer "dies" here: the server drops its session, and the open transaction with it.
           await pool.query("SELECT pg_terminate_backend($1)", [rows[0].pid]);
-          await tx.query("SELECT 1");
+          await tx.query("SELECT 1").catch((error: unknown) => {
+            handlerSaw = error;
+            throw error;
+          });
         })
         .catch((error: unknown) => error);
-      expect(failure).toBeInstanceOf(Error);
+      // The handler's statement failed with the driver's error; transact answers it as the database's
+      // failure (StoreUnavailableError, the driver's error as cause), not as the handler's.
+      expect(handlerSaw).toBeInstanceOf(Error);
+      expect(handlerSaw).not.toBeInstanceOf(StoreUnavailableError);
+      expect(failure).toBeInstanceOf(StoreUnavailableError);
+      expect((failure as StoreUnavailableError).operation).toBe("transact");
+      expect((failure as StoreUnavailableError).cause).toBeInstanceOf(Error);
       expect(await effectsOf(messageId)).toEqual([]);
       expect((await s.claim(messageId)).status).toBe("in-flight"); // the lease still holds the id
       await new Promise((resolve) => setTimeout(resolve, 400));
