@@ -96,7 +96,10 @@ export function headersOf(record: SQSRecord): Record<string, string> {
   const headers: Record<string, string> = {};
   const attributes = (record as Partial<SQSRecord> | undefined)?.messageAttributes;
   if (typeof attributes !== "object" || attributes === null) return headers;
-  for (const [name, attribute] of Object.entries(attributes)) {
+  // for…in + hasOwn, not Object.entries: no array of pairs per record (most records carry none).
+  for (const name in attributes) {
+    if (!Object.hasOwn(attributes, name)) continue;
+    const attribute = attributes[name];
     const type = typeof attribute?.dataType === "string" ? attribute.dataType : "";
     const value = attribute?.stringValue;
     if (typeof value !== "string" || !/^(String|Number)(\.|$)/.test(type)) continue;
@@ -160,15 +163,17 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
         const headers = headersOf(record);
         const messageId = typeof record?.messageId === "string" ? record.messageId : undefined;
         const rejected = schemaVersionRejection(schemaVersionOf(record));
-        return {
+        // Built in place, not with conditional spreads: no throwaway object per optional field.
+        const delivery: { -readonly [K in keyof Delivery<SqsRuntimeContext>]: Delivery<SqsRuntimeContext>[K] } = {
           body: record?.body,
-          ...(rejected === undefined ? {} : { rejected }),
           context: { record, lambdaContext, headers },
           headers,
-          ...(messageId === undefined ? {} : { messageId }),
-          ...(redeliveries === undefined ? {} : { redeliveries }),
-          ...(group === undefined ? {} : { group }),
         };
+        if (rejected !== undefined) delivery.rejected = rejected;
+        if (messageId !== undefined) delivery.messageId = messageId;
+        if (redeliveries !== undefined) delivery.redeliveries = redeliveries;
+        if (group !== undefined) delivery.group = group;
+        return delivery;
       });
       const queue = queueNameFromArn(records[0]?.eventSourceARN);
       const results: MessageResult[] = await run({ deliveries, lambdaContext, queue });

@@ -24,8 +24,14 @@ import type { Delivery, Item } from "./types.js";
 
 /** The body's own attempts counter, when the message has one. */
 function bodyAttempts(message: unknown): number {
-  if (typeof message !== "object" || message === null) return 0;
-  const value = Object.getOwnPropertyDescriptor(message, "attempts")?.value as unknown;
+  if (typeof message !== "object" || message === null || !Object.hasOwn(message, "attempts")) return 0;
+  let value: unknown;
+  try {
+    // Own data only; read directly (no descriptor object per message). A getter that throws counts as none.
+    value = (message as { attempts?: unknown }).attempts;
+  } catch {
+    return 0;
+  }
   return typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : 0;
 }
 

@@ -328,6 +328,29 @@ describe("the batch engine", () => {
     ]);
   });
 
+  it("reads the body's attempts only as the message's own property: inherited ones are ignored, a throwing getter counts as none", async () => {
+    const seen: [string, number][] = [];
+    const inherited = Object.create({ attempts: 7 }) as Record<string, unknown>;
+    const throwing = { meta: { id: "t" } } as Record<string, unknown>;
+    Object.defineProperty(throwing, "attempts", { enumerable: true, get: () => { throw new Error("no attempts"); } });
+    const bodies = new Map<string, unknown>([
+      ["own", { meta: { id: "own" }, attempts: 3 }],
+      ["inherited", Object.assign(inherited, { meta: { id: "inherited" } })],
+      ["t", throwing],
+    ]);
+    const engine = new BatchEngine<Record<string, unknown>, object>(new InMemoryStore(), (_m, ctx) => void seen.push([ctx.key as string, ctx.attempts]), {
+      parse: (body) => bodies.get(String(body)) as Record<string, unknown>,
+      fingerprint: false,
+    });
+    const results = await engine.process([...bodies.keys()].map((body) => ({ body, redeliveries: 1, context: {} })));
+    expect(results.map((r) => r.status)).toEqual(["ran", "ran", "ran"]);
+    expect(seen).toEqual([
+      ["own", 3],
+      ["inherited", 1],
+      ["t", 1],
+    ]);
+  });
+
   it("takes a transport's authoritative attempts as they are (Kafka's bq-attempts), lower or higher; ignores one that is not a count", async () => {
     const seen: number[] = [];
     const engine = new BatchEngine<unknown, object>(new InMemoryStore(), (_m, ctx) => void seen.push(ctx.attempts));
