@@ -60,6 +60,28 @@ function unitTable(cost: CostResults, backend: CostBackend, columns: { head: str
   return [head, ...lines].join("\n");
 }
 
+const DYNAMODB_LEVEL =
+  "both kits write two items per new message — a claim and a commit, 1 WRU each — and DynamoDB on-demand bills units, not requests: batching the commits into one BatchWriteItem halves the requests but not the write units.";
+
+/** "set 20" / "evalsha 2, set 20": the billed commands of one figure, by name. */
+const commandList = (figure: CostFigure | undefined) =>
+  Object.entries(figure?.breakdown ?? {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([command, count]) => `${command} ${count}`)
+    .join(", ");
+
+/** Why Upstash comes out level: the commands each kit was billed for, read from the run. */
+function upstashLevel(ours: CostFigure | undefined, theirs: CostFigure | undefined): string {
+  const scripted = Object.keys(ours?.breakdown ?? {}).some((command) => command === "eval" || command === "evalsha");
+  return (
+    `Upstash bills every command, each one a script runs included; here ours was billed ${commandList(ours) || "n/a"} in ${ours?.requests ?? "n/a"} requests and Powertools ${commandList(theirs) || "n/a"} in ${theirs?.requests ?? "n/a"}. ` +
+    (scripted
+      ? "Ours ran a script here (for ids already held or done), which Upstash bills per command it runs as well as for the EVALSHA."
+      : "A new message costs the same two commands in both kits — a SET NX claim and a SET commit — which is the floor for a claim and a commit: ours sends first deliveries as plain pipelined SETs (a script only for ids already held or done), one HTTP request per batch step, so it saves requests, not commands.") +
+    " Duplicates and redeliveries are where ours saves: one MGET reads the whole batch."
+  );
+}
+
 /** Where ours is not cheaper, with the reason — built from the figures, so it cannot go stale. */
 export function notCheaper(cost: CostResults): string[] {
   const out: string[] = [];
@@ -69,10 +91,7 @@ export function notCheaper(cost: CostResults): string[] {
       const theirs = perMillion(cost, backend, "Powertools", name);
       if (!Number.isFinite(ours) || !Number.isFinite(theirs) || theirs / ours > 1.05) continue;
       const level = theirs / ours >= 0.95;
-      const why =
-        backend === "DynamoDB"
-          ? "both kits write two items per new message — a claim and a commit, 1 WRU each — and DynamoDB on-demand bills units, not requests: batching the commits into one BatchWriteItem halves the requests but not the write units."
-          : "Upstash bills the EVALSHA of each batch step as well as every command its script runs. A new message costs what Powertools pays for it — one SET NX to claim, one SET to commit — and a batch of N new ones adds the two EVALSHAs (2N + 2 commands against 2N). That is the floor of one script per batch step; only commands sent without a script (a pipeline of plain SETs) would close it. Duplicates and redeliveries are where ours saves: one MGET reads the whole batch.";
+      const why = backend === "DynamoDB" ? DYNAMODB_LEVEL : upstashLevel(costFigure(cost, backend, "ours", name), costFigure(cost, backend, "Powertools", name));
       out.push(`- **${level ? "Level" : "Not cheaper"} — ${backend}, ${label}:** ours ${usd(ours)} vs Powertools ${usd(theirs)} per million messages (${ratio(theirs, ours)}). Why: ${why}`);
     }
   }
@@ -128,7 +147,7 @@ export function renderCostSection(cost: CostResults | undefined): string[] {
   out.push(
     unitTable(cost, "Upstash Redis", [
       { head: "commands", cell: (f) => units(f, "commands") },
-      { head: "by command", cell: (f) => Object.entries(f?.breakdown ?? {}).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k} ${v}`).join(", ") },
+      { head: "by command", cell: commandList },
     ]),
   );
   out.push("");

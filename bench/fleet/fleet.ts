@@ -10,7 +10,8 @@
  * over the wall time from the first batch to the drained queue), p50 / p99 of a batch's handler call,
  * store requests per message, deliveries not acknowledged (parks and retries), and the outcome checks —
  * every message's effect ran exactly once across the fleet (duplicate effects and lost messages
- * counted, both must be 0), and nothing threw out of a kit.
+ * counted, both must be 0), and nothing threw out of a kit (Powertools' `FullBatchFailureError`, its
+ * documented answer when every record of a batch failed, is counted apart: `wholeBatchFailures`).
  *
  * This machine has 2 cores and runs the backends too, so absolute rates are this machine's; the
  * report gives ratios (ours / Powertools at the same P) and where a backend stops scaling.
@@ -47,9 +48,22 @@ export interface FleetFigure {
   readonly duplicateEffects: number;
   /** Acknowledged ids whose effect never ran. */
   readonly lost: number;
-  /** Batches whose handler threw out of the kit. */
+  /**
+   * Batches whose handler threw out of the kit, other than `wholeBatchFailures`: a kit fault (the
+   * run is refused).
+   */
   readonly errors: number;
+  /**
+   * Powertools: batches in which every record failed (e.g. all ids in progress on other consumers),
+   * which `processPartialResponse` answers by throwing `FullBatchFailureError` unless told
+   * `throwOnFullBatchFailure: false` — its documented default. Lambda then returns the whole batch to
+   * the queue, the same as every record reported failed, so it is counted here, not as an error.
+   */
+  readonly wholeBatchFailures?: number;
 }
+
+/** The throw a Powertools batch answers "every record failed" with (see `wholeBatchFailures`). */
+const FULL_BATCH_FAILURE = "FullBatchFailureError";
 
 export interface FleetResults {
   readonly sizes: readonly number[];
@@ -101,6 +115,7 @@ async function runFleet(options: RunOptions): Promise<FleetFigure> {
   const latencies: number[] = [];
   let requests = 0;
   let errors = 0;
+  let wholeBatchFailures = 0;
   let started = 0;
   let finished = 0;
   try {
@@ -134,7 +149,8 @@ async function runFleet(options: RunOptions): Promise<FleetFigure> {
           if (message.type !== "done") return reject(new Error("unexpected message from a consumer"));
           latencies.push(message.ms);
           requests += message.requests;
-          if (message.error !== undefined) errors += 1;
+          if (message.error === FULL_BATCH_FAILURE && options.kit === "Powertools") wholeBatchFailures += 1;
+          else if (message.error !== undefined) errors += 1;
           for (const id of message.ran) effects.set(id, (effects.get(id) ?? 0) + 1);
           queue.settle(pending, new Set(message.failed), performance.now());
           if (queue.drained && finished === 0) finished = performance.now();
@@ -174,6 +190,7 @@ async function runFleet(options: RunOptions): Promise<FleetFigure> {
     duplicateEffects,
     lost,
     errors,
+    wholeBatchFailures,
   };
 }
 

@@ -27,7 +27,7 @@ export function renderFleet(fleet: FleetResults | undefined, delayMs: number): s
   out.push("## A fleet of consumers on one store");
   out.push("");
   out.push(
-    `P consumers (worker threads, one store client and its sockets each — a stand-in for P Lambda instances) drain one shared simulated SQS queue in batches of 10: ${fleet.messages} messages, ${f0(fleet.duplicateShare * 100)}% of them delivered twice (often to two consumers at once), unacknowledged deliveries visible again after 50 ms. Every request crosses the ${delayMs} ms delay proxy each way. Ours and Powertools drain the same queue (same seed), one after the other. Checked on every run: each message's effect ran exactly once across the fleet (0 duplicate effects, 0 lost) and nothing threw out of a kit. **Ratio = ours ÷ Powertools messages per second** (higher is better for ours). This machine has 2 cores and runs the backends too: the rates are this machine's, the ratios and the scaling are the point.`,
+    `P consumers (worker threads, one store client and its sockets each — a stand-in for P Lambda instances) drain one shared simulated SQS queue in batches of 10: ${fleet.messages} messages, ${f0(fleet.duplicateShare * 100)}% of them delivered twice (often to two consumers at once), unacknowledged deliveries visible again after 50 ms. Every request crosses the ${delayMs} ms delay proxy each way. Ours and Powertools drain the same queue (same seed), one after the other. Checked on every run: each message's effect ran exactly once across the fleet (0 duplicate effects, 0 lost) and nothing threw out of a kit but Powertools' own answer to a batch whose every record failed (\`FullBatchFailureError\`, counted below each table). **Ratio = ours ÷ Powertools messages per second** (higher is better for ours). This machine has 2 cores and runs the backends too: the rates are this machine's, the ratios and the scaling are the point.`,
   );
   out.push("");
   const backends = [...new Set(fleet.figures.map((figure) => figure.backend))];
@@ -47,6 +47,14 @@ export function renderFleet(fleet: FleetResults | undefined, delayMs: number): s
       }
     }
     out.push("");
+    const whole = rows.filter((row) => (row.wholeBatchFailures ?? 0) > 0);
+    if (whole.length > 0) {
+      const list = whole.map((row) => `${row.wholeBatchFailures} at ${row.consumers} consumers`).join(", ");
+      out.push(
+        `Powertools threw \`FullBatchFailureError\` for batches whose every record failed (${list}): \`processPartialResponse\`'s default (\`throwOnFullBatchFailure\`), after which Lambda returns the whole batch; those deliveries are in "deliveries not acked".`,
+      );
+      out.push("");
+    }
     const ours = saturation(rows.filter((row) => row.kit === "ours"));
     const theirs = saturation(rows.filter((row) => row.kit === "Powertools"));
     out.push(
