@@ -27,6 +27,7 @@ const BACKEND_FREE = [
   "test/handlers/bad-input.test.ts",
   "test/package/unknown-options.test.ts",
   "test/handlers/sqs-parks.test.ts",
+  "test/handlers/sqs-records.test.ts",
   "test/package/public-surface.test.ts",
   "test/docs/doc-comments.test.ts",
   "test/docs/examples.test.ts",

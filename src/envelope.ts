@@ -175,11 +175,11 @@ export function messageTraceId(message: unknown): { traceId?: string } {
 
 /**
  * Attempts as the handler should see them: the larger of the body's counter and the runtime's
- * native redelivery count (0-based). A missing or garbage native count is ignored; the body's
- * count is never lowered. (Manifest block `sqs.attempts_reconciliation`.)
+ * native redelivery count (0-based). A body counter that is not a safe integer above 0 counts as
+ * none; a missing or garbage native count is ignored; the body's count is never lowered. (Manifest block `sqs.attempts_reconciliation`.)
  */
-export function reconcileAttempts(bodyAttempts: number, nativeRetries: number | undefined): number {
-  const body = Number.isSafeInteger(bodyAttempts) && bodyAttempts > 0 ? bodyAttempts : 0;
-  if (nativeRetries === undefined || !Number.isSafeInteger(nativeRetries) || nativeRetries < 0) return body;
-  return Math.max(body, nativeRetries);
+export function reconcileAttempts(bodyAttempts: unknown, nativeRetries: number | undefined): number {
+  const body = Number.isSafeInteger(bodyAttempts) && (bodyAttempts as number) > 0 ? (bodyAttempts as number) : 0;
+  // A negative native count can never win against the body's (>= 0), so it needs no check of its own.
+  return Number.isSafeInteger(nativeRetries) ? Math.max(body, nativeRetries as number) : body;
 }

@@ -22,17 +22,19 @@ import type { EngineSettings } from "./settings.js";
 import { type Answer, malformed, storeStep } from "./store-step.js";
 import type { Delivery, Item } from "./types.js";
 
-/** The body's own attempts counter, when the message has one. */
-function bodyAttempts(message: unknown): number {
-  if (typeof message !== "object" || message === null || !Object.hasOwn(message, "attempts")) return 0;
-  let value: unknown;
+/**
+ * The body's own `attempts` value, unchecked (reconcileAttempts keeps it only when it is a count):
+ * an own property only, read directly (no descriptor object per message); a getter that throws counts
+ * as none, and so does a message that is not an object.
+ */
+function bodyAttempts(message: unknown): unknown {
+  if (typeof message !== "object" || message === null || !Object.hasOwn(message, "attempts")) return undefined;
   try {
-    // Own data only; read directly (no descriptor object per message). A getter that throws counts as none.
-    value = (message as { attempts?: unknown }).attempts;
+    return (message as { attempts?: unknown }).attempts;
   } catch {
-    return 0;
+    // A getter that threw: none.
   }
-  return typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : 0;
+  return undefined;
 }
 
 /** A transport's authoritative attempts count: a safe integer >= 0 (anything else is ignored). */

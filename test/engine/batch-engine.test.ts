@@ -351,6 +351,45 @@ describe("the batch engine", () => {
     ]);
   });
 
+  it("keeps the body's attempts only when they are a count above the redeliveries; anything else, or a message that is not an object, leaves the redeliveries", async () => {
+    const seen = new Map<string, number>();
+    const bodies = new Map<string, unknown>([
+      ["higher", { attempts: 4 }],
+      ["lower", { attempts: 1 }],
+      ["text", { attempts: "5" }],
+      ["fraction", { attempts: 2.5 }],
+      ["negative", { attempts: -3 }],
+      ["unsafe", { attempts: 2 ** 53 }],
+      ["nan", { attempts: Number.NaN }],
+      ["yes", { attempts: true }],
+      ["number", 42],
+      ["string", "plain text"],
+      ["nothing", undefined],
+    ]);
+    // Every message is keyed by its body's name (the values are distinct), so even one that is not an object runs.
+    const names = new Map([...bodies].map(([name, message]) => [message, name]));
+    const engine = new BatchEngine<unknown, object>(new InMemoryStore(), (_m, ctx) => void seen.set(ctx.key as string, ctx.attempts), {
+      parse: (body) => bodies.get(String(body)),
+      key: (message) => names.get(message),
+      fingerprint: false,
+    });
+    const results = await engine.process([...bodies.keys()].map((body) => ({ body, redeliveries: 2, context: {} })));
+    expect(results.map((r) => r.status)).toEqual([...bodies.keys()].map(() => "ran"));
+    expect(Object.fromEntries(seen)).toEqual({
+      higher: 4,
+      lower: 2,
+      text: 2,
+      fraction: 2,
+      negative: 2,
+      unsafe: 2,
+      nan: 2,
+      yes: 2,
+      number: 2,
+      string: 2,
+      nothing: 2,
+    });
+  });
+
   it("takes a transport's authoritative attempts as they are (Kafka's bq-attempts), lower or higher; ignores one that is not a count", async () => {
     const seen: number[] = [];
     const engine = new BatchEngine<unknown, object>(new InMemoryStore(), (_m, ctx) => void seen.push(ctx.attempts));
