@@ -75,7 +75,7 @@ export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatch
 /** ApproximateReceiveCount − 1 when the attribute is an integer >= 1, else undefined (absent or garbage is ignored). */
 export function redeliveriesOf(record: SQSRecord): number | undefined {
   // A record that is not an object (never from SQS, but an event is the caller's input) has none.
-  const raw = ((record as Partial<SQSRecord> | undefined)?.attributes as Partial<SQSRecord["attributes"]> | undefined)?.ApproximateReceiveCount as unknown;
+  const raw = (record as Partial<SQSRecord> | undefined)?.attributes?.ApproximateReceiveCount as unknown;
   if (typeof raw !== "string" || !/^\d+$/.test(raw)) return undefined;
   const count = Number(raw);
   return Number.isSafeInteger(count) && count >= 1 ? count - 1 : undefined;
@@ -85,7 +85,7 @@ export function redeliveriesOf(record: SQSRecord): number | undefined {
 export function fifoGroupOf(record: SQSRecord): string | undefined {
   const arn = (record as Partial<SQSRecord> | undefined)?.eventSourceARN;
   if (typeof arn !== "string" || !arn.endsWith(".fifo")) return undefined;
-  const group = (record.attributes as Partial<SQSRecord["attributes"]> | undefined)?.MessageGroupId;
+  const group = (record as Partial<SQSRecord>).attributes?.MessageGroupId as unknown;
   return typeof group === "string" && group !== "" ? group : undefined;
 }
 

@@ -176,7 +176,8 @@ export function messageTraceId(message: unknown): { traceId?: string } {
 /**
  * Attempts as the handler should see them: the larger of the body's counter and the runtime's
  * native redelivery count (0-based). A body counter that is not a safe integer above 0 counts as
- * none; a missing or garbage native count is ignored; the body's count is never lowered. (Manifest block `sqs.attempts_reconciliation`.)
+ * none; a missing or garbage native count is ignored; the body's count is never lowered.
+ * (Manifest block `sqs.attempts_reconciliation`.)
  */
 export function reconcileAttempts(bodyAttempts: unknown, nativeRetries: number | undefined): number {
   const body = Number.isSafeInteger(bodyAttempts) && (bodyAttempts as number) > 0 ? (bodyAttempts as number) : 0;
