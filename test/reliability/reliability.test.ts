@@ -78,6 +78,32 @@ describe("the harness's fault draw", () => {
   });
 });
 
+describe("the harness's invocation limit", () => {
+  // Invocations of 100 ms with no deadline guard, handlers of 0–400 ms: a batch with a slow handler is
+  // killed at the limit. A killed process runs nothing more: effects of the abandoned batch that would
+  // land after the limit (and, once their lease of 200 ms ended, again in the redelivery) must not
+  // happen. A live run ends by the limit, 100 ms inside its lease, so none outlives it.
+  it("kills the invocation at its limit: no effect of the abandoned batch lands after it", async () => {
+    const report = await simulate({
+      faultMix: "killed at the invocation's limit",
+      store: "InMemoryStore",
+      backend: new InMemoryStore(),
+      random: seededRandom(91),
+      messages: 40,
+      leaseMs: 200,
+      visibilityMs: 20,
+      handlerMs: [0, 400],
+      invocationMs: 100,
+      deadlineGuard: false,
+    });
+    expect(report.crashes).toBeGreaterThan(0);
+    expect(report.lost).toBe(0);
+    expect(report.duplicates.leaseOutlived).toBeUndefined();
+    expect(report.duplicates.unexplained).toBe(0);
+    expect(report.effects).toBe(report.messages + report.duplicates.crashWindow);
+  });
+});
+
 describe("the harness's lease-outlived count", () => {
   // Handlers that run 100–120 ms under 60 ms leases: copies of an id taken meanwhile claim it again
   // once the lease ended, and run it again. Those repeats are the lease's documented limit, counted

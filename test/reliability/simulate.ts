@@ -312,7 +312,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           note(id, `t=${at - started} batch ${batchNumber} (consumer ${index}) claims`);
         }
       };
-      const backend = withClaimsSeen(killAt === undefined ? ownBackend : killable(ownBackend, () => killed), sendsClaims);
+      // Killable when the process can die mid-batch: a kill fault, or the invocation's limit.
+      const backend = withClaimsSeen(killAt === undefined && options.invocationMs === undefined ? ownBackend : killable(ownBackend, () => killed), sendsClaims);
       const tx = options.transactional;
       const engine = new BatchEngine(backend, async (_message, context) => {
         const id = context.key as string;
@@ -382,16 +383,24 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         }, killAt);
       }
       // The invocation's hard limit: with a hung handler and no answer by then, Lambda kills it.
-      const limit = options.invocationMs === undefined ? never : sleep(options.invocationMs).then(() => "died" as const);
+      const limit = options.invocationMs === undefined ? never : sleep(options.invocationMs).then(() => "limit" as const);
       const outcome = await Promise.race([run, death, limit]);
       clearTimeout(killTimer);
+      if (outcome === "limit") {
+        // Killed at the limit, as the Kafka simulator's invocations are: the process is gone, so the
+        // abandoned engine runs no more effects and sends no more store calls (before, it went on in
+        // this process, and under a stall its late effects ran again after their lease), and effects
+        // whose commit had not landed are the crash window.
+        killed = true;
+        for (const id of committing) crashWindow.add(id);
+      }
       // A hang counts only where the hung handler really started (a copy already done never runs).
       const hung = hangIndex !== undefined && hungStarted;
       if (hung) {
         window.hangs += 1;
         for (const d of batch) hungBatchIds.add(d.id);
       }
-      if (outcome === "died" || point === "after-commit") {
+      if (outcome === "died" || outcome === "limit" || point === "after-commit") {
         // The process is gone: nothing in this batch is acknowledged. (A dead engine's pending
         // promise is simply abandoned, as a killed process abandons its work.)
         crashes += 1;
