@@ -8,9 +8,10 @@
  *   - `kafkaHandler` + `InMemoryStore` on the same messages as an Amazon MSK event (10 records over
  *     2 partitions, each run in offset order), beside `sqsHandler`: the Kafka adapter's own cost
  *     (base64 values, header bytes, partitions as ordered lanes, the Kafka partial response).
- * Each round pushes `batches` × 10 messages through every kit (interleaved, rotating order); the
- * figure is the median over rounds of the time per message, and the overhead is that minus the
- * bare handler's.
+ * Each round pushes `batches` × 10 messages through every kit (interleaved, rotating order). The time
+ * per message is the median over rounds; the overhead is paired: each round's time minus the bare
+ * handler's in the same round, the median over rounds, with the middle half of the rounds (the
+ * interquartile range) as its spread — a slow minute of the machine slows both sides of a pair.
  *
  * What this is *not*: a store comparison (both stores are maps); it is the libraries' own CPU cost.
  */
@@ -23,15 +24,17 @@ import { envelopeBody, lambdaContext, newIds, sqsEvent } from "./fixtures/sqs.js
 import { Effect, type Kit } from "./kit.js";
 import { bareKit, oursKit } from "./ours.js";
 import { MemoryPersistenceLayer, powertoolsBatchOnlyKit, powertoolsKit } from "./powertools.js";
-import { median, rotate } from "./stats.js";
+import { median, quantile, rotate } from "./stats.js";
 
 export interface OverheadFigure {
   readonly kit: string;
   readonly description: string;
   /** Median time per message, microseconds. */
   readonly usPerMessage: number;
-  /** `usPerMessage` minus the bare handler's. */
+  /** Median over rounds of this kit's time per message minus the bare handler's in the same round. */
   readonly overheadUs: number;
+  /** The interquartile range of those per-round differences: [25th, 75th percentile]. Absent in results from before 2026-12-05. */
+  readonly overheadRangeUs?: readonly [number, number];
 }
 
 export interface OverheadFigures {
@@ -123,14 +126,21 @@ export async function measureOverhead(rounds: number, batches: number): Promise<
       if (round >= 0) (samples.get(kit.name) as number[]).push(us);
     }
   }
-  const bare = median(samples.get("bare") as number[]);
+  const bare = samples.get("bare") as number[];
   return {
     batchSize: BATCH_SIZE,
     messagesPerRound: batches * BATCH_SIZE,
     rounds,
     figures: kits.map((kit) => {
-      const us = median(samples.get(kit.name) as number[]);
-      return { kit: kit.name, description: kit.description, usPerMessage: us, overheadUs: us - bare };
+      const own = samples.get(kit.name) as number[];
+      const differences = own.map((us, round) => us - (bare[round] as number));
+      return {
+        kit: kit.name,
+        description: kit.description,
+        usPerMessage: median(own),
+        overheadUs: median(differences),
+        overheadRangeUs: [quantile(differences, 0.25), quantile(differences, 0.75)],
+      };
     }),
   };
 }

@@ -16,7 +16,7 @@ import { renderFleet } from "./fleet/report.js";
 import { type LargeBatchFigure, renderLargeBatch } from "./large-batch.js";
 import type { BundleFigure } from "./bundle.js";
 import type { ImportFigure } from "./import-time.js";
-import type { OverheadFigures } from "./overhead.js";
+import type { OverheadFigure, OverheadFigures } from "./overhead.js";
 import { type CostResults, perMillion, renderCostSection } from "./report-cost.js";
 import { type BackendFigures, SCENARIOS, type ScenarioFigure, type ScenarioName } from "./store-runs.js";
 
@@ -73,6 +73,13 @@ export const fmt = (value: number, unit: string): string => {
   if (unit === "$") return `$${value < 1 ? value.toFixed(3) : value.toFixed(2)}`;
   return `${Math.round(value * 10) / 10}`;
 };
+
+/** An overhead with the middle half of its rounds, e.g. "4.5 µs (4.2–4.9)"; the figure alone for results without the range. */
+export function overheadCell(one: OverheadFigure): string {
+  const range = one.overheadRangeUs;
+  const middle = fmt(one.overheadUs, "µs");
+  return range === undefined ? middle : `${middle} (${range[0].toFixed(1)}–${range[1].toFixed(1)})`;
+}
 
 export function ratio(powertools: number, ours: number): string {
   if (!Number.isFinite(powertools) || !Number.isFinite(ours) || ours <= 0) return "n/a";
@@ -286,10 +293,10 @@ export function renderMarkdown(results: BenchResults): string {
   out.push("");
   out.push(`## Per-message overhead against a bare handler (no network)`);
   out.push("");
-  out.push(`Batches of ${overhead.batchSize} new messages, ${overhead.messagesPerRound} messages per round, median of ${overhead.rounds} rounds. Ours uses \`InMemoryStore\` with the default options (payload fingerprint and outcome logs on; a new message logs nothing); Powertools ships no in-memory layer, so it runs over a Map-backed \`BasePersistenceLayer\` with the DynamoDB layer's rules (bench/powertools.ts).`);
+  out.push(`Batches of ${overhead.batchSize} new messages, ${overhead.messagesPerRound} messages per round, median of ${overhead.rounds} rounds; the overhead is paired (each round's time minus the bare handler's in the same round), with the middle half of the rounds in brackets — the spread of this machine's noise. Ours uses \`InMemoryStore\` with the default options (payload fingerprint and outcome logs on; a new message logs nothing); Powertools ships no in-memory layer, so it runs over a Map-backed \`BasePersistenceLayer\` with the DynamoDB layer's rules (bench/powertools.ts).`);
   out.push("");
   out.push("| kit | what runs | µs / message | overhead vs bare |\n|---|---|---:|---:|");
-  for (const one of overhead.figures) out.push(`| ${one.kit} | ${one.description} | ${fmt(one.usPerMessage, "µs")} | ${one.kit === "bare" ? "—" : fmt(one.overheadUs, "µs")} |`);
+  for (const one of overhead.figures) out.push(`| ${one.kit} | ${one.description} | ${fmt(one.usPerMessage, "µs")} | ${one.kit === "bare" ? "—" : overheadCell(one)} |`);
   const oursOver = overhead.figures.find((one) => one.kit === "ours")?.overheadUs ?? Number.NaN;
   const ptOver = overhead.figures.find((one) => one.kit === "Powertools")?.overheadUs ?? Number.NaN;
   out.push("");
@@ -334,7 +341,7 @@ export function renderMarkdown(results: BenchResults): string {
   out.push(renderLargeBatch(results.largeBatch, facts.delayMs));
   out.push("## Re-running");
   out.push("");
-  out.push("`npm run bench` (needs Java for DynamoDB Local and `redis-server` on PATH, like the tests; it starts and stops its own backends on loopback). `BENCH_ROUNDS`, `BENCH_DELAY_MS`, `BENCH_IMPORT_SAMPLES`, `BENCH_OVERHEAD_BATCHES`, `BENCH_FLEET_SIZES` (e.g. `1,8,32`), `BENCH_FLEET_MESSAGES` and `BENCH_LARGE_BATCH` override the defaults; `npx tsx bench/run.ts --report-only` re-renders this page and the chart from the raw figures in [results.json](results.json).");
+  out.push("`npm run bench` (needs Java for DynamoDB Local and `redis-server` on PATH, like the tests; it starts and stops its own backends on loopback). `BENCH_ROUNDS`, `BENCH_DELAY_MS`, `BENCH_IMPORT_SAMPLES`, `BENCH_OVERHEAD_BATCHES`, `BENCH_OVERHEAD_ROUNDS`, `BENCH_FLEET_SIZES` (e.g. `1,8,32`), `BENCH_FLEET_MESSAGES` and `BENCH_LARGE_BATCH` override the defaults; `npx tsx bench/run.ts --report-only` re-renders this page and the chart from the raw figures in [results.json](results.json).");
   out.push("");
   return out.join("\n");
 }

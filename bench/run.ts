@@ -13,7 +13,8 @@
  * (loopback only); exits non-zero if a kit got an outcome wrong or a backend would not start.
  *
  * Knobs (environment): BENCH_ROUNDS (default 9), BENCH_DELAY_MS (default 5),
- * BENCH_IMPORT_SAMPLES (default 15), BENCH_OVERHEAD_BATCHES (default 300), BENCH_FLEET_SIZES (default
+ * BENCH_IMPORT_SAMPLES (default 15), BENCH_OVERHEAD_BATCHES (default 300), BENCH_OVERHEAD_ROUNDS (default 21:
+ * a round of every kit takes about half a second, and the overhead's spread is over rounds), BENCH_FLEET_SIZES (default
  * "1,8,32,64"; empty skips the fleet), BENCH_FLEET_MESSAGES (default 2000), BENCH_LARGE_BATCH (records
  * in the large batch, default 10000; 0 skips it).
  * `npx tsx bench/run.ts --report-only` re-renders report.md and chart.svg from results.json.
@@ -101,13 +102,14 @@ async function measure(only: Set<Part> | undefined): Promise<BenchResults> {
   const delayMs = knob("BENCH_DELAY_MS", 5);
   const importSamples = Math.max(1, Math.round(knob("BENCH_IMPORT_SAMPLES", 15)));
   const overheadBatches = Math.max(1, Math.round(knob("BENCH_OVERHEAD_BATCHES", 300)));
+  const overheadRounds = Math.max(1, Math.round(knob("BENCH_OVERHEAD_ROUNDS", 21)));
   const loadStart = loadavg();
   const step = (text: string) => console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(3)} s] ${text}`);
 
   let overhead = previous?.overhead as OverheadFigures;
   if (wanted("overhead")) {
     step("per-message overhead (in memory)");
-    overhead = await measureOverhead(rounds, overheadBatches);
+    overhead = await measureOverhead(overheadRounds, overheadBatches);
   }
   let bundles = previous?.bundles as BenchResults["bundles"];
   let imports = previous?.imports as BenchResults["imports"];

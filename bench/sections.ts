@@ -12,7 +12,7 @@
  * What this is *not*: a measurement, or the report (bench/report.ts renders report.md in full).
  */
 import type { BundleFigure } from "./bundle.js";
-import { type BenchResults, fmt, keyRows, ratio } from "./report.js";
+import { type BenchResults, fmt, keyRows, overheadCell, ratio } from "./report.js";
 import { COST_WORKLOADS, costFigure, perMillion } from "./report-cost.js";
 import { SCENARIOS, type ScenarioName } from "./store-runs.js";
 
@@ -79,7 +79,7 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
         one.kit,
         one.description,
         fmt(one.usPerMessage, "µs"),
-        one.kit === "bare" ? "—" : fmt(one.overheadUs, "µs"),
+        one.kit === "bare" ? "—" : overheadCell(one),
         one.kit.startsWith("ours") ? ratio(over("Powertools"), one.overheadUs) : "—",
       ]),
     );

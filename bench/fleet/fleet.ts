@@ -27,6 +27,7 @@ import { seededRandom } from "../../scripts/storm.js";
 import { startTcpProxy } from "../../scripts/tcp-proxy.js";
 import { startPostgres } from "../../test/setup/postgres.js";
 import { type Backends, OUR_TABLE, POWERTOOLS_TABLE } from "../backends.js";
+import { quantile } from "../stats.js";
 import type { FleetBackend, FleetKit, FromConsumer, ToConsumer } from "./protocol.js";
 import { FleetQueue, type QueuedDelivery } from "./queue.js";
 
@@ -73,11 +74,6 @@ export interface FleetResults {
 }
 
 const POSTGRES_TABLE = "bq_bench_fleet";
-
-function quantile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
-}
 
 interface RunOptions {
   readonly backend: FleetBackend;
