@@ -231,7 +231,9 @@ describe("the deadline guard", () => {
     const hung = results[0] as MessageResult;
     expect(hung).toMatchObject({ status: "in-flight", ack: false, handlerRan: true, key: "hung" });
     expect((hung.error as DeadlineExceededError).phase).toBe("still running");
-    expect(hung.retryAfterMs).toBeGreaterThan(50_000);
+    // What is left of the lease since the claim (at most the batch's 150 ms gone), not the lease plus that.
+    expect(hung.retryAfterMs).toBeLessThanOrEqual(60_000);
+    expect(hung.retryAfterMs).toBeGreaterThan(60_000 - 1_000);
     const ran = slowIds.filter((_, i) => results[i + 1]?.status === "ran");
     const notStarted = slowIds.filter((_, i) => results[i + 1]?.status === "failed");
     expect(ran.length).toBeGreaterThan(3);
@@ -264,6 +266,18 @@ describe("the deadline guard", () => {
     const end = events.find((e) => e.type === "batch-end") as Extract<EngineEvent, { type: "batch-end" }>;
     expect(end.pending).toBeGreaterThanOrEqual(1);
     expect(end.pending).toBeLessThanOrEqual(1 + running.length);
+  });
+
+  it("on a seen-set store (no claim, no lease), a handler still running at the deadline is retried with no wait", async () => {
+    const inner = new InMemoryStore();
+    const seenSet = { seen: (id: string) => inner.seen(id), remember: (id: string) => inner.remember(id), forget: (id: string) => inner.forget(id) };
+    const hang = gate();
+    const engine = new BatchEngine(seenSet, () => hang.promise, { deadlineMarginMs: 100 });
+    const [result] = await engine.process(batchOf(["slow"]), { deadline: Date.now() + 150 });
+    expect(result).toMatchObject({ status: "in-flight", ack: false, handlerRan: true, dedupe: "seen-set", key: "slow", retryAfterMs: 0 });
+    expect((result?.error as DeadlineExceededError).phase).toBe("still running");
+    hang.open();
+    await until(() => inner.seen("slow"));
   });
 
   it("claims nothing and runs nothing when the deadline is already within the margin", async () => {
