@@ -33,8 +33,8 @@ export interface OverheadFigure {
   readonly usPerMessage: number;
   /** Median over rounds of this kit's time per message minus the bare handler's in the same round. */
   readonly overheadUs: number;
-  /** The interquartile range of those per-round differences: [25th, 75th percentile]. Absent in results from before 2026-12-05. */
-  readonly overheadRangeUs?: readonly [number, number];
+  /** The interquartile range of those per-round differences: [25th, 75th percentile]. */
+  readonly overheadRangeUs: readonly [number, number];
 }
 
 export interface OverheadFigures {

@@ -74,11 +74,10 @@ export const fmt = (value: number, unit: string): string => {
   return `${Math.round(value * 10) / 10}`;
 };
 
-/** An overhead with the middle half of its rounds, e.g. "4.5 µs (4.2–4.9)"; the figure alone for results without the range. */
+/** An overhead with the middle half of its rounds, e.g. "4.5 µs (4.2–4.9)". */
 export function overheadCell(one: OverheadFigure): string {
-  const range = one.overheadRangeUs;
-  const middle = fmt(one.overheadUs, "µs");
-  return range === undefined ? middle : `${middle} (${range[0].toFixed(1)}–${range[1].toFixed(1)})`;
+  const [low, high] = one.overheadRangeUs;
+  return `${fmt(one.overheadUs, "µs")} (${low.toFixed(1)}–${high.toFixed(1)})`;
 }
 
 export function ratio(powertools: number, ours: number): string {

@@ -163,7 +163,6 @@ async function runFleet(options: RunOptions): Promise<FleetFigure> {
     await Promise.all(workers.map((worker) => worker.terminate().catch(() => undefined)));
   }
   const seconds = ((finished || performance.now()) - started) / 1000;
-  latencies.sort((a, b) => a - b);
   let duplicateEffects = 0;
   let lost = 0;
   for (let i = 0; i < options.messages; i += 1) {

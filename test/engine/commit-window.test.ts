@@ -11,6 +11,7 @@ import { BatchEngine, type Delivery, type EngineEvent } from "../../src/engine/i
 import { type DeadlineExceededError, GroupBlockedError, StoreUnavailableError } from "../../src/errors.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { envelopeBody } from "../support/envelopes.js";
+import { seenSetView } from "../support/store-views.js";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -270,9 +271,8 @@ describe("the deadline guard", () => {
 
   it("on a seen-set store (no claim, no lease), a handler still running at the deadline is retried with no wait", async () => {
     const inner = new InMemoryStore();
-    const seenSet = { seen: (id: string) => inner.seen(id), remember: (id: string) => inner.remember(id), forget: (id: string) => inner.forget(id) };
     const hang = gate();
-    const engine = new BatchEngine(seenSet, () => hang.promise, { deadlineMarginMs: 100 });
+    const engine = new BatchEngine(seenSetView(inner), () => hang.promise, { deadlineMarginMs: 100 });
     const [result] = await engine.process(batchOf(["slow"]), { deadline: Date.now() + 150 });
     expect(result).toMatchObject({ status: "in-flight", ack: false, handlerRan: true, dedupe: "seen-set", key: "slow", retryAfterMs: 0 });
     expect((result?.error as DeadlineExceededError).phase).toBe("still running");
