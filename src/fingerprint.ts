@@ -325,7 +325,27 @@ export function fingerprintOf<Message>(
   }
 }
 
-/** True when a stored fingerprint and a message's disagree. A side without one matches anything. */
+/**
+ * A hash in the default form — `h<version>:` and 22 base64url characters — as its version prefix
+ * (`h1:`), or undefined for any other string (a fingerprint function's own answer).
+ */
+const HASH_FORM = /^h[1-9][0-9]{0,2}:[A-Za-z0-9_-]{22}$/;
+
+function hashVersion(fingerprint: string): string | undefined {
+  return HASH_FORM.test(fingerprint) ? fingerprint.slice(0, fingerprint.indexOf(":") + 1) : undefined;
+}
+
+/**
+ * True when a stored fingerprint and a message's disagree. A side without one matches anything, and
+ * so do two hashes of different versions (`h1:…` and a later `h2:…`): they hash the same message to
+ * different strings, so across a deploy that changes the default hash — while old and new consumers
+ * both run, and for records written before it — a redelivery would otherwise read as a conflict and
+ * go to the DLQ. The price is that an id reused across the change of version is not caught (the
+ * behaviour without fingerprints). Any other pair of strings is compared as it is.
+ */
 export function fingerprintsDiffer(stored: string | undefined, received: string | undefined): boolean {
-  return stored !== undefined && received !== undefined && stored !== received;
+  if (stored === undefined || received === undefined || stored === received) return false;
+  const storedVersion = hashVersion(stored);
+  const receivedVersion = hashVersion(received);
+  return storedVersion === undefined || receivedVersion === undefined || storedVersion === receivedVersion;
 }

@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MAX_FINGERPRINT_LENGTH } from "../../src/contract.js";
-import { canonicalJson, defaultFingerprint, fingerprintOf, hash128 } from "../../src/fingerprint.js";
+import { canonicalJson, defaultFingerprint, fingerprintOf, fingerprintsDiffer, hash128 } from "../../src/fingerprint.js";
 
 describe("canonicalJson", () => {
   it("renders scalars as JSON.stringify does, non-finite numbers as null", () => {
@@ -172,5 +172,50 @@ describe("fingerprintOf", () => {
     await expect(fingerprintOf(async () => "", 1)).resolves.toBeUndefined();
     await expect(fingerprintOf(async () => "y".repeat(65), 1)).resolves.toBe("h1:Ue4FE4HWWnwkLR_pQFoXZg");
     await expect(fingerprintOf(() => Promise.reject(new Error("boom")), 1)).resolves.toBeUndefined();
+  });
+});
+
+describe("fingerprintsDiffer", () => {
+  const h1 = (c: string) => `h1:${c.repeat(22)}`;
+  const h2 = (c: string) => `h2:${c.repeat(22)}`;
+
+  it("compares two strings as they are, and a side without one matches anything", () => {
+    expect(fingerprintsDiffer("x", "y")).toBe(true);
+    expect(fingerprintsDiffer("x", "x")).toBe(false);
+    expect(fingerprintsDiffer(undefined, "y")).toBe(false);
+    expect(fingerprintsDiffer("x", undefined)).toBe(false);
+    expect(fingerprintsDiffer(undefined, undefined)).toBe(false);
+  });
+
+  it("compares hashes of one version, and never hashes of two versions (a deploy that changes the default hash)", () => {
+    expect(fingerprintsDiffer(h1("A"), h1("B"))).toBe(true);
+    expect(fingerprintsDiffer(h2("A"), h2("B"))).toBe(true);
+    expect(fingerprintsDiffer(h1("A"), h1("A"))).toBe(false);
+    expect(fingerprintsDiffer(h1("A"), h2("B"))).toBe(false);
+    expect(fingerprintsDiffer(h2("B"), h1("A"))).toBe(false);
+    expect(fingerprintsDiffer(`h10:${"A".repeat(22)}`, `h100:${"B".repeat(22)}`)).toBe(false);
+    expect(fingerprintsDiffer(`h100:${"A".repeat(22)}`, `h100:${"B".repeat(22)}`)).toBe(true);
+  });
+
+  it("compares a hash with anything not in the hash form as two strings", () => {
+    // A fingerprint function's own answer against a default hash: another payload, as before.
+    expect(fingerprintsDiffer(h1("A"), "v1")).toBe(true);
+    expect(fingerprintsDiffer("v1", h2("A"))).toBe(true);
+    // Near the form but not in it: a version 0 or of four digits, 21 or 23 characters, a character outside base64url, a suffix.
+    expect(fingerprintsDiffer(`h0:${"A".repeat(22)}`, h1("A"))).toBe(true);
+    expect(fingerprintsDiffer(`h1000:${"A".repeat(22)}`, h1("A"))).toBe(true);
+    expect(fingerprintsDiffer(`h2:${"A".repeat(21)}`, h1("A"))).toBe(true);
+    expect(fingerprintsDiffer(`h2:${"A".repeat(23)}`, h1("A"))).toBe(true);
+    expect(fingerprintsDiffer(`h2:${"A".repeat(21)}+`, h1("A"))).toBe(true);
+    expect(fingerprintsDiffer(h1("A"), `h2:${"A".repeat(21)}=`)).toBe(true);
+    expect(fingerprintsDiffer(h1("A"), `${h2("A")}\n`)).toBe(true);
+    expect(fingerprintsDiffer(h1("A"), `x${h2("A")}`)).toBe(true);
+    expect(fingerprintsDiffer(h1("A"), `H2:${"A".repeat(22)}`)).toBe(true);
+  });
+
+  it("the default fingerprint and an over-long answer hashed down are in the hash form", () => {
+    const print = defaultFingerprint({ job: "j", data: { x: 1 } }) as string;
+    expect(fingerprintsDiffer(print, h2("Z"))).toBe(false);
+    expect(fingerprintsDiffer(fingerprintOf(() => "y".repeat(65), 1) as string, h2("Z"))).toBe(false);
   });
 });

@@ -98,6 +98,30 @@ describe("payload fingerprints", () => {
     expect(() => new BatchEngine(store, () => undefined, { onConflict: "ack" as "drop" })).toThrow(/onConflict/);
   });
 
+  it("a record whose hash is of another version is a duplicate (a deploy that changes the default hash), one of the same version a conflict", async () => {
+    const store = new InMemoryStore();
+    const later = `h2:${"Q".repeat(22)}`;
+    await store.remember("across-deploy", later);
+    await store.claim("running-elsewhere", 60_000, later);
+    await store.remember("same-version", `h1:${"Q".repeat(22)}`);
+    let runs = 0;
+    const engine = new BatchEngine(store, () => void (runs += 1));
+    const results = await engine.process([
+      { body: envelope("across-deploy", { n: 1 }), context: {} },
+      { body: envelope("running-elsewhere", { n: 1 }), context: {} },
+      { body: envelope("same-version", { n: 1 }), context: {} },
+    ]);
+    expect(results.map((result) => [result.key, result.status, result.ack])).toEqual([
+      ["across-deploy", "duplicate", true],
+      ["running-elsewhere", "in-flight", false],
+      ["same-version", "conflict", false],
+    ]);
+    expect(runs).toBe(0);
+    // The stored records are untouched.
+    expect((await store.inspect("across-deploy"))?.fingerprint).toBe(later);
+    expect(await store.inspect("running-elsewhere")).toMatchObject({ status: "in-flight", fingerprint: later });
+  });
+
   it("a record written without a fingerprint matches anything; fingerprint: false turns the check off", async () => {
     const store = new InMemoryStore();
     await store.remember("old");
