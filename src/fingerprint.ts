@@ -19,6 +19,10 @@
  * synchronous 128-bit hash makes an accidental collision (which would only bring back the old
  * behaviour, a silent duplicate) vanishingly unlikely, in well under a µs for an envelope.
  *
+ * Versions: the `h1:` prefix names the hash. Two hashes of different versions are never compared
+ * (`fingerprintsDiffer`), so a later release can bring a faster hash (`h2:`) without redeliveries
+ * across the deploy reading as conflicts — provided this rule shipped in a release before it.
+ *
  * What this is *not*: a content-addressed id, or a cryptographic digest. The dedupe key is still
  * `meta.id`; the fingerprint only checks that a reused id carries the same message. It is not a
  * secret either — a hash of the payload, stored next to the id.
