@@ -333,10 +333,10 @@ export function fingerprintOf<Message>(
  * A hash in the default form — `h<version>:` and 22 base64url characters — as its version prefix
  * (`h1:`), or undefined for any other string (a fingerprint function's own answer).
  */
-const HASH_FORM = /^h[1-9][0-9]{0,2}:[A-Za-z0-9_-]{22}$/;
+const HASH_FORM = /^(h[1-9]\d{0,2}):[\w-]{22}$/;
 
 function hashVersion(fingerprint: string): string | undefined {
-  return HASH_FORM.test(fingerprint) ? fingerprint.slice(0, fingerprint.indexOf(":") + 1) : undefined;
+  return HASH_FORM.exec(fingerprint)?.[1];
 }
 
 /**
