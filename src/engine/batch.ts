@@ -149,10 +149,16 @@ export class BatchRun<Message, RC> {
       if (gated.length > 0) this.#scope.roundTrips.add(performance.now() - asked);
       // Messages outside FIFO groups that the gate already decided are final now.
       for (const item of gated) if (item.delivery.group === undefined) this.#decideAtGate(item);
+      // The answer point is checked before every start, not only before the claim step: a slow
+      // claim step (throttling, the SDK's retries) must not be followed by handler starts past it.
+      const stopped = (): boolean => {
+        if (!this.#stopped && answerAt !== undefined && Date.now() >= answerAt) this.#stopped = true;
+        return this.#stopped;
+      };
       const lanes = runLanes(
         lanesOf(items),
         settings.concurrency,
-        () => this.#stopped,
+        stopped,
         (item) => this.#step(item),
         (rest) => this.#block(rest),
       );

@@ -104,6 +104,27 @@ describe("no time left to claim", () => {
     expect(runs).toBe(0);
     expect(await store.inspect("a")).toBeNull();
   });
+  it("a claim step that ends past the answer point starts no handler: every claim is released, nothing is acknowledged", async () => {
+    // Default margin 1 s: the answer point is 100 ms away, the claim step (throttled, retried) takes 300.
+    class SlowClaims extends InMemoryStore {
+      override async claimMany(...args: Parameters<InMemoryStore["claimMany"]>) {
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return super.claimMany(...args);
+      }
+    }
+    const store = new SlowClaims();
+    const runs: string[] = [];
+    const results = await new BatchEngine(store, (_m, ctx) => void runs.push(ctx.key as string)).process([delivery("a"), delivery("b")], {
+      deadline: Date.now() + 1_100,
+    });
+    expect(runs).toEqual([]);
+    expect(results.map((r) => [r.status, r.ack, r.handlerRan, (r.error as Error | undefined)?.message])).toEqual([
+      ["failed", false, false, expect.stringContaining("not started")],
+      ["failed", false, false, expect.stringContaining("not started")],
+    ]);
+    // Released, not held for the lease: a redelivery may claim at once.
+    expect([await store.inspect("a"), await store.inspect("b")]).toEqual([null, null]);
+  });
 });
 
 describe("a finished success lingers only while another message may still start", () => {
