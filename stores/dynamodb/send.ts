@@ -37,6 +37,10 @@ export function sender(client: DynamoDBClient, limiter: RequestLimiter, clock: S
       const command = build();
       sampledBy(command as unknown as CommandWithStack, clock);
       // One union of commands, one client: the SDK's per-command overloads cannot name the union.
-      return client.send(command as never) as Promise<T>;
+      // The (empty) options object is load-bearing: with `cacheMiddleware: true` the client reuses one
+      // handler per command class for sends *without* options, built from whichever command came
+      // first, so the sampling middleware on this command would be skipped and DynamoDB's clock
+      // never learned. A send with options always resolves this command's own stack.
+      return client.send(command as never, {}) as Promise<T>;
     });
 }

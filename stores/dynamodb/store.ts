@@ -85,7 +85,8 @@ export const DEFAULT_MAX_CONCURRENT_REQUESTS = 50;
 
 /**
  * Failures after which the write surely did not happen (DynamoDB refused the request): a claim that
- * failed so holds nothing. After any other failure (a timeout, a 500) the put may have landed.
+ * failed so in its one attempt holds nothing. After any other failure (a timeout, a 500) the put may
+ * have landed.
  */
 const REFUSED = new Set([
   "ProvisionedThroughputExceededException",
@@ -96,6 +97,19 @@ const REFUSED = new Set([
   "AccessDeniedException",
   "UnrecognizedClientException",
 ]);
+
+/**
+ * Whether a failed claim surely wrote nothing: DynamoDB refused it (`REFUSED`) and the SDK made one
+ * attempt. The error the SDK hands back is its *last* attempt's: a throttled retry says nothing of
+ * an earlier attempt that may have landed with its answer lost, so after retries (or when the error
+ * does not say how many attempts there were) the put counts as possibly landed.
+ */
+function refusedOutright(error: unknown): boolean {
+  const cause = (error as { cause?: unknown }).cause ?? error;
+  if (!(cause instanceof Error) || !REFUSED.has(cause.name)) return false;
+  const attempts = (cause as { $metadata?: { attempts?: unknown } }).$metadata?.attempts;
+  return attempts === 1;
+}
 
 /**
  * One service-clock estimate per client and local clock: the offset between this process's clock
@@ -378,10 +392,9 @@ export class DynamoDBStore implements ClaimingStore {
     try {
       return await claimKey(target, key, leaseMs, fingerprint);
     } catch (error) {
-      const cause = (error as { cause?: unknown }).cause ?? error;
-      const name = cause instanceof Error ? cause.name : "";
-      if (!REFUSED.has(name)) {
-        // The put may have landed (a timeout, a 500): delete our claim if it did, fenced by its token.
+      if (!refusedOutright(error)) {
+        // The put may have landed (a timeout, a 500, or an earlier attempt of the SDK's retries whose
+        // answer was lost): delete our claim if it did, fenced by its token.
         await Promise.allSettled(tokens.map((token) => this.#releaseKey(key, token)));
       }
       return { status: "failed", error };

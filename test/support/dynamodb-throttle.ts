@@ -1,7 +1,8 @@
 /**
  * DynamoDB throttling on demand, for tests: a client middleware that refuses chosen ids' PutItem
- * with `ProvisionedThroughputExceededException`, as DynamoDB answers once the SDK's own retries are
- * spent. Every other request reaches the real backend (DynamoDB Local).
+ * with `ProvisionedThroughputExceededException` in one attempt, as the SDK hands it back when it
+ * does not retry (its retry quota spent, or `maxAttempts: 1`). Every other request reaches the real
+ * backend (DynamoDB Local).
  *
  * Why a stand-in: DynamoDB Local never throttles (it has no provisioned capacity to exceed), so this
  * fault cannot be produced by the real backend. The refusal is thrown in the SDK's `initialize`
@@ -29,7 +30,8 @@ export function throughputExceeded(): Error {
   return Object.assign(new Error("The level of configured provisioned throughput for the table was exceeded."), {
     name: "ProvisionedThroughputExceededException",
     $fault: "client",
-    $metadata: { httpStatusCode: 400 },
+    // One attempt: the store may then trust that nothing was written (after retries it may not).
+    $metadata: { httpStatusCode: 400, attempts: 1 },
   });
 }
 

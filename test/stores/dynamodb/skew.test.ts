@@ -9,7 +9,7 @@
  * and no later than 3 s + a round trip past that (clock.ts, claim.ts). Timings are read on the real
  * clock, with generous bounds for a loaded machine.
  */
-import { DynamoDBClient, type DynamoDBClientConfig, GetItemCommand } from "@aws-sdk/client-dynamodb";
+import { DynamoDBClient, type DynamoDBClientConfig, GetItemCommand, PutItemCommand } from "@aws-sdk/client-dynamodb";
 import { beforeAll, describe, expect, inject, it } from "vitest";
 import type { Claim } from "../../../src/contract.js";
 import { storeKey } from "../../../src/store-kit/keys.js";
@@ -129,6 +129,23 @@ describe("a skewed consumer never takes a live lease", () => {
 
 /** A cold first answer can report up to the cold pad and the estimate's width beyond the lease. */
 const COLD_PAD_AND_WIDTH = 1_500 + DATE_RESOLUTION_MS + SLACK_MS;
+
+describe("a client with the SDK's cacheMiddleware: true, shared with the application", () => {
+  it("−30 s: the store still learns DynamoDB's clock, and its lease holds against an honest consumer", async () => {
+    // With cacheMiddleware the client reuses one handler per command class for sends without options,
+    // built from the first command of that class: here the application's own PutItem, sent first.
+    const namespace = `cache-${counter}`;
+    const b = consumer(-30_000, namespace, { cacheMiddleware: true });
+    await b.client.send(new PutItemCommand({ TableName: table, Item: { pk: { S: `app:${namespace}` } } }));
+    expect((await b.store.claim("order-42", 20_000)).status).toBe("claimed");
+    expect(b.store.clockOffset()).toBeDefined();
+    const a = consumer(0, namespace);
+    const other = await a.store.claim("order-42", 20_000);
+    expect(other.status).toBe("in-flight");
+    // The lease B wrote ends about 20 s from now on DynamoDB's clock, not 30 s before that.
+    expect(Math.abs((await leaseUntil(namespace, "order-42")) - (Date.now() + 20_000))).toBeLessThan(OVERSTAY_MS + SLACK_MS);
+  });
+});
 
 describe("consumers with every skew race for ids whose holders die: never two winners of a live lease", () => {
   it("0, ±30 s, ±10 min, cold at the start, 600 ms leases, about 5 s of claims", async () => {
