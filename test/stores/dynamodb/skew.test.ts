@@ -217,6 +217,45 @@ describe("a claim checks itself against its own answer (mock: DynamoDB's Date ru
     expect((await b.store.claim("live", 1_000)).status).toBe("claimed");
   });
 
+  it("a give-back that fails (mock: a 500 on it as well) answers in-flight and leaves the id held, never empty", async () => {
+    // Two faults at once: the stale estimate of the test above, and DynamoDB failing the give-back.
+    // Deleting our claim then would leave the id free while A still runs; keeping it holds the id.
+    let lie = true;
+    const lying = aroundRequests(async (send) => {
+      const answer = await send();
+      if (lie) answer.response.headers.date = new Date(Date.parse(answer.response.headers.date as string) + 30_000).toUTCString();
+      return answer;
+    });
+    const giveBacks: string[] = [];
+    const failingGiveBack = {
+      ...lying,
+      handle: (request: { body?: unknown }, options?: unknown) => {
+        const body = typeof request.body === "string" ? request.body : new TextDecoder().decode(request.body as Uint8Array);
+        // The give-back's condition exactly (the fenced delete's is longer).
+        if (body.includes('"ConditionExpression":"#s = :inflight AND #t = :token"')) {
+          giveBacks.push("refused");
+          return Promise.reject(Object.assign(new Error("We encountered an internal error"), { name: "InternalServerError" }));
+        }
+        return lying.handle(request, options);
+      },
+    };
+    const namespace = `giveback-fails-${counter}`;
+    const a = consumer(0, namespace);
+    const b = consumer(0, namespace, { requestHandler: failingGiveBack as never, maxAttempts: 1 });
+    const mine = await a.store.claim("live", 20_000, "fp-a");
+    if (mine.status !== "claimed") throw new Error("expected claimed");
+    for (let i = 0; i < 3; i += 1) await b.store.seen("warm-up");
+    lie = false;
+    b.sent.length = 0;
+    const [stolen] = await b.store.claimMany(["live"], 60_000);
+    expect(giveBacks).toEqual(["refused"]);
+    expect(stolen).toMatchObject({ status: "in-flight", fingerprint: "fp-a" });
+    // No delete behind the failed give-back: the id stays held (by B's claim), so nobody else wins it.
+    expect(b.sent).toEqual(["PutItemCommand", "PutItemCommand"]);
+    const c = consumer(0, namespace);
+    expect((await c.store.claim("live", 1_000)).status).toBe("in-flight");
+  });
+
   it("answers that turn slow (1.2 s round trips) cost a warm store no correction: 5 batches of 10 first claims, 50 PutItem", async () => {
     // A real slow network, not a fault: once the store's estimate is narrow (fast answers), each
     // request waits 600 ms before DynamoDB Local sees it and 600 ms after it answers, as on a loaded
