@@ -226,10 +226,7 @@ export class BatchRun<Message, RC> {
 
   /** `item` is final: the lanes parked on its copies go on (its copies are final by then, as `#finish` reports them at once). */
   #wake(item: Item<Message, RC>): void {
-    const wait = this.#waits?.get(item.index);
-    if (wait === undefined) return;
-    this.#waits?.delete(item.index);
-    wait.wake();
+    this.#waits?.get(item.index)?.wake();
   }
 
   /** Applies the gate's verdict when it is a stop; true when the item is final. */

@@ -17,20 +17,17 @@ import type { Handler, HandlerContext, Item } from "./types.js";
 /**
  * Groups items into lanes: one per FIFO group (in order), one per ungrouped runnable message.
  * An ungrouped copy never runs and holds nothing back: it is in no lane. A grouped copy keeps its
- * place in its group's lane, where it waits for its first copy (see `runLanes`' `park`), unless
- * nothing follows it there (a lane never ends with a copy; a group of copies alone has no lane).
+ * place in its group's lane, where it waits for its first copy (see `runLanes`' `park`).
  */
 export function lanesOf<Message, RC>(items: readonly Item<Message, RC>[]): Item<Message, RC>[][] {
   const lanes: Item<Message, RC>[][] = [];
   const byGroup = new Map<string, Item<Message, RC>[]>();
-  let groupedCopies = false;
   for (const item of items) {
     const group = item.delivery.group;
     if (group === undefined) {
       if (item.result === undefined && item.firstCopy === undefined) lanes.push([item]);
       continue;
     }
-    if (item.firstCopy !== undefined) groupedCopies = true;
     let lane = byGroup.get(group);
     if (lane === undefined) {
       lane = [];
@@ -39,9 +36,7 @@ export function lanesOf<Message, RC>(items: readonly Item<Message, RC>[]): Item<
     }
     lane.push(item);
   }
-  if (!groupedCopies) return lanes;
-  for (const lane of byGroup.values()) while (lane.length > 0 && (lane[lane.length - 1] as Item<Message, RC>).firstCopy !== undefined) lane.pop();
-  return lanes.filter((lane) => lane.length > 0);
+  return lanes;
 }
 
 /** A lane stopped at `at` until `wait` settles (an item waiting on something outside its lane). */
@@ -58,9 +53,10 @@ interface Parked<T> {
  *
  * `park` (given only when some lane must wait on another — a grouped copy on its first copy)
  * answers a promise for an item that may not be stepped yet: its lane waits for it without holding
- * one of the `limit` places, so that the lane it waits on can run even when every place is taken
- * (a lane of one is never parked: it never ends with a waiting item). What a lane waits on is
- * always an earlier item of the batch, so the waits cannot form a cycle.
+ * one of the `limit` places, so that the lane it waits on can run even when every place is taken.
+ * (Where every lane runs at once, a lane of one is only stepped: a copy alone in its lane holds
+ * nothing back, and its step, false until its first copy is final, blocks nothing.) What a lane
+ * waits on is always an earlier item of the batch, so the waits cannot form a cycle.
  */
 export async function runLanes<T>(
   lanes: readonly T[][],

@@ -156,6 +156,62 @@ describe("FIFO: a copy of an id keeps its place in its own group", () => {
     expect((await store.inspect("Y"))?.status).toBe("done");
   });
 
+  it("copies in two groups waiting on one first copy both go on once it ran", async () => {
+    const runs: string[] = [];
+    const engine = new BatchEngine(new InMemoryStore(), async (_m, ctx) => {
+      if (ctx.key === "X") await new Promise((resolve) => setTimeout(resolve, 20));
+      runs.push(ctx.key as string);
+    });
+    const results = await engine.process([grouped("X", "G"), grouped("X", "H"), grouped("Y", "H"), grouped("X", "K"), grouped("Z", "K")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["duplicate", true],
+      ["ran", true],
+      ["duplicate", true],
+      ["ran", true],
+    ]);
+    expect(runs[0]).toBe("X");
+    expect(runs.slice(1).sort()).toEqual(["Y", "Z"]);
+  });
+
+  it("with one place to run, a lane parked on a commit still in flight is taken up again once it lands", async () => {
+    class SlowCommits extends InMemoryStore {
+      override async rememberMany(...args: Parameters<InMemoryStore["rememberMany"]>): Promise<void> {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return super.rememberMany(...args);
+      }
+    }
+    const store = new SlowCommits();
+    const runs: string[] = [];
+    const engine = new BatchEngine(store, (_m, ctx) => void runs.push(ctx.key as string), { concurrency: 1 });
+    // X's lane ends before its commit lands; the only worker then finds G parked on it and nothing else to do.
+    const results = await engine.process([grouped("X", "H"), grouped("X", "G"), grouped("Y", "G")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["duplicate", true],
+      ["ran", true],
+    ]);
+    expect(runs).toEqual(["X", "Y"]);
+    expect((await store.inspect("Y"))?.status).toBe("done");
+  });
+
+  it("a copy behind a failure in its group is not blocked: it takes its first copy's fate, a duplicate once that ran", async () => {
+    const runs: string[] = [];
+    const engine = new BatchEngine(new InMemoryStore(), (_m, ctx) => {
+      runs.push(ctx.key as string);
+      if (ctx.key === "F") throw new Error("not done");
+    });
+    const results = await engine.process([grouped("X", "H"), grouped("F", "G"), grouped("X", "G"), grouped("B", "G")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["failed", false],
+      ["duplicate", true],
+      ["failed", false],
+    ]);
+    expect(results[3]?.error).toBeInstanceOf(GroupBlockedError);
+    expect(runs.sort()).toEqual(["F", "X"]);
+  });
+
   it("a conflicting copy later in the same group blocks the rest of the group", async () => {
     const store = new InMemoryStore();
     const runs: string[] = [];
