@@ -68,6 +68,8 @@ export class BatchRun<Message, RC> {
   readonly #run: ProcessOptions;
   readonly #items: Item<Message, RC>[];
   #copies: Map<number, Item<Message, RC>[]> | undefined;
+  /** Lanes waiting on a first copy's final result, by its index. */
+  #waits: Map<number, { readonly promise: Promise<void>; readonly wake: () => void }> | undefined;
   readonly #commits: StepQueue<Item<Message, RC>>;
   readonly #releases: StepQueue<ClaimRef>;
   readonly #leaseMs: number | undefined;
@@ -133,9 +135,12 @@ export class BatchRun<Message, RC> {
     const fingerprinting = fingerprintAll(settings, items);
     if (fingerprinting !== undefined) await fingerprinting;
     const gated = markCopiesAndBlocked(items);
+    let groupedCopies = false;
     for (const item of items) {
-      if (item.firstCopy !== undefined) this.#copiesOf(item.firstCopy).push(item);
-      else this.#unstarted += 1;
+      if (item.firstCopy !== undefined) {
+        this.#copiesOf(item.firstCopy).push(item);
+        if (item.delivery.group !== undefined) groupedCopies = true;
+      } else this.#unstarted += 1;
     }
     for (const item of items) if (item.result !== undefined) this.#finish(item, item.result);
 
@@ -161,6 +166,7 @@ export class BatchRun<Message, RC> {
         stopped,
         (item) => this.#step(item),
         (rest) => this.#block(rest),
+        groupedCopies ? (item) => this.#park(item) : undefined,
       );
       if (answerAt === undefined) await lanes;
       else await raceTimer(lanes, answerAt - Date.now());
@@ -197,6 +203,30 @@ export class BatchRun<Message, RC> {
       this.#copies.set(index, copies);
     }
     return copies;
+  }
+
+  /**
+   * A grouped copy holds its lane until its first copy (an earlier item: in another lane, earlier
+   * in this one, or decided at the gate) is final: the copy's own result (`copyOf`) says whether
+   * the lane goes on. Not sooner, as a lane goes on past its own item whose commit is in flight:
+   * a copy whose payload differs is a conflict even when its first copy ran. Undefined: step it now.
+   */
+  #park(item: Item<Message, RC>): Promise<void> | undefined {
+    if (item.firstCopy === undefined || item.reported) return undefined;
+    this.#waits ??= new Map();
+    let wait = this.#waits.get(item.firstCopy);
+    if (wait === undefined) {
+      let wake = noop;
+      const promise = new Promise<void>((resolve) => (wake = resolve));
+      wait = { promise, wake };
+      this.#waits.set(item.firstCopy, wait);
+    }
+    return wait.promise;
+  }
+
+  /** `item` is final: the lanes parked on its copies go on (its copies are final by then, as `#finish` reports them at once). */
+  #wake(item: Item<Message, RC>): void {
+    this.#waits?.get(item.index)?.wake();
   }
 
   /** Applies the gate's verdict when it is a stop; true when the item is final. */
@@ -295,7 +325,8 @@ export class BatchRun<Message, RC> {
 
   #block(rest: readonly Item<Message, RC>[]): void {
     for (const item of rest) {
-      if (item.reported) continue;
+      // A copy is never blocked: it takes its first copy's fate (`copyOf`), whatever its lane does.
+      if (item.reported || item.firstCopy !== undefined) continue;
       const group = item.delivery.group as string;
       this.#release(item);
       this.#finish(item, blocked(new GroupBlockedError(group), item.dedupe, item.key));
@@ -315,6 +346,7 @@ export class BatchRun<Message, RC> {
     item.reported = true;
     item.result = result;
     item.stage = "finished";
+    this.#wake(item);
     const emit = this.#scope.emit;
     if (emit !== undefined) {
       const event: { -readonly [K in keyof ResultEvent]: ResultEvent[K] } = { type: "result", index: item.index, result, attempts: item.attempts };

@@ -1,7 +1,8 @@
 /**
  * One batch's bookkeeping (src/engine/batch.ts) seen from outside: the fate of each delivery in the
  * corners whole-batch tests left loose — a FIFO group around messages the gate or the parser already
- * decided, copies of an id when the deadline leaves no time to claim, the count of messages still to
+ * decided, copies of an id in FIFO groups (a copy holds its own group until its first copy is final),
+ * copies of an id when the deadline leaves no time to claim, the count of messages still to
  * start that decides whether a finished success lingers for company, `onResult` exactly once per
  * delivery even when a handler finishes after the answer, an asynchronous fingerprint function, and
  * the time of a handler that throws synchronously.
@@ -66,6 +67,209 @@ describe("FIFO groups around messages decided before they run", () => {
       ["ran", true],
     ]);
     expect(runs).toEqual(["G1", "G2"]);
+  });
+});
+
+describe("FIFO: a copy of an id keeps its place in its own group", () => {
+  const grouped = (id: string, group: string, data?: Record<string, unknown>) => ({ body: body(id, data ?? { id }), context: {}, group });
+  /** Every result reported once, by index. */
+  const reported = (): { onResult: (index: number, result: MessageResult) => void; indexes: number[] } => {
+    const indexes: number[] = [];
+    return { indexes, onResult: (index) => void indexes.push(index) };
+  };
+
+  it("a copy in another group whose first copy is in flight elsewhere blocks the rest of its own group", async () => {
+    const store = new InMemoryStore();
+    await store.claim("X", 60_000); // another consumer holds X
+    const runs: string[] = [];
+    const engine = new BatchEngine(store, (_m, ctx) => void runs.push(ctx.key as string));
+    const { onResult, indexes } = reported();
+    const results = await engine.process([grouped("X", "G"), grouped("X", "H"), grouped("Y", "H")], { onResult });
+    expect(results.map((r) => [r.status, r.ack, r.handlerRan])).toEqual([
+      ["in-flight", false, false],
+      ["in-flight", false, false],
+      ["failed", false, false],
+    ]);
+    expect(results[2]?.error).toBeInstanceOf(GroupBlockedError);
+    expect(runs).toEqual([]);
+    expect(indexes.sort()).toEqual([0, 1, 2]);
+    // Y's claim was released: its redelivery runs at once.
+    expect(await store.inspect("Y")).toBeNull();
+  });
+
+  it("a copy in another group whose first copy's handler throws blocks the rest of its own group", async () => {
+    const store = new InMemoryStore();
+    const runs: string[] = [];
+    const engine = new BatchEngine(store, (_m, ctx) => {
+      runs.push(ctx.key as string);
+      if (ctx.key === "X") throw new Error("not done");
+    });
+    const results = await engine.process([grouped("X", "G"), grouped("X", "H"), grouped("Y", "H")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["failed", false],
+      ["in-flight", false],
+      ["failed", false],
+    ]);
+    expect(results[2]?.error).toBeInstanceOf(GroupBlockedError);
+    expect(runs).toEqual(["X"]);
+    expect(await store.inspect("X")).toBeNull();
+    expect(await store.inspect("Y")).toBeNull();
+  });
+
+  it("a copy whose first copy is blocked in its own group later blocks the copy's group too", async () => {
+    const store = new InMemoryStore();
+    const runs: string[] = [];
+    const engine = new BatchEngine(store, (_m, ctx) => {
+      runs.push(ctx.key as string);
+      if (ctx.key === "F") throw new Error("not done");
+    });
+    const results = await engine.process([grouped("F", "G"), grouped("X", "G"), grouped("X", "H"), grouped("Y", "H")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["failed", false],
+      ["failed", false],
+      ["in-flight", false],
+      ["failed", false],
+    ]);
+    expect(runs).toEqual(["F"]);
+    expect(await store.inspect("Y")).toBeNull();
+  });
+
+  it("a copy whose first copy is acknowledged lets its group go on, after the first copy's handler", async () => {
+    const store = new InMemoryStore();
+    await store.remember("D");
+    const runs: string[] = [];
+    const engine = new BatchEngine(store, async (_m, ctx) => {
+      if (ctx.key === "A") await new Promise((resolve) => setTimeout(resolve, 20));
+      runs.push(ctx.key as string);
+    });
+    // X waits behind the slow A in G; its copy in H holds Y until X ran. D is a duplicate at the gate.
+    const results = await engine.process([grouped("A", "G"), grouped("X", "G"), grouped("D", "G"), grouped("X", "H"), grouped("D", "H"), grouped("Y", "H")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["ran", true],
+      ["duplicate", true],
+      ["duplicate", true],
+      ["duplicate", true],
+      ["ran", true],
+    ]);
+    expect(runs).toEqual(["A", "X", "Y"]);
+    expect((await store.inspect("Y"))?.status).toBe("done");
+  });
+
+  it("copies in two groups waiting on one first copy both go on once it ran", async () => {
+    const runs: string[] = [];
+    const engine = new BatchEngine(new InMemoryStore(), async (_m, ctx) => {
+      if (ctx.key === "X") await new Promise((resolve) => setTimeout(resolve, 20));
+      runs.push(ctx.key as string);
+    });
+    const results = await engine.process([grouped("X", "G"), grouped("X", "H"), grouped("Y", "H"), grouped("X", "K"), grouped("Z", "K")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["duplicate", true],
+      ["ran", true],
+      ["duplicate", true],
+      ["ran", true],
+    ]);
+    expect(runs[0]).toBe("X");
+    expect(runs.slice(1).sort()).toEqual(["Y", "Z"]);
+  });
+
+  it("with one place to run, a lane parked on a commit still in flight is taken up again once it lands", async () => {
+    class SlowCommits extends InMemoryStore {
+      override async rememberMany(...args: Parameters<InMemoryStore["rememberMany"]>): Promise<void> {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        return super.rememberMany(...args);
+      }
+    }
+    const store = new SlowCommits();
+    const runs: string[] = [];
+    const engine = new BatchEngine(store, (_m, ctx) => void runs.push(ctx.key as string), { concurrency: 1 });
+    // X's lane ends before its commit lands; the only worker then finds G parked on it and nothing else to do.
+    const results = await engine.process([grouped("X", "H"), grouped("X", "G"), grouped("Y", "G")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["duplicate", true],
+      ["ran", true],
+    ]);
+    expect(runs).toEqual(["X", "Y"]);
+    expect((await store.inspect("Y"))?.status).toBe("done");
+  });
+
+  it("a copy behind a failure in its group is not blocked: it takes its first copy's fate, a duplicate once that ran", async () => {
+    const runs: string[] = [];
+    const engine = new BatchEngine(new InMemoryStore(), (_m, ctx) => {
+      runs.push(ctx.key as string);
+      if (ctx.key === "F") throw new Error("not done");
+    });
+    const results = await engine.process([grouped("X", "H"), grouped("F", "G"), grouped("X", "G"), grouped("B", "G")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["failed", false],
+      ["duplicate", true],
+      ["failed", false],
+    ]);
+    expect(results[3]?.error).toBeInstanceOf(GroupBlockedError);
+    expect(runs.sort()).toEqual(["F", "X"]);
+  });
+
+  it("a conflicting copy later in the same group blocks the rest of the group", async () => {
+    const store = new InMemoryStore();
+    const runs: string[] = [];
+    const engine = new BatchEngine(store, (_m, ctx) => void runs.push(ctx.key as string));
+    const results = await engine.process([grouped("X", "G", { v: 1 }), grouped("X", "G", { v: 2 }), grouped("Y", "G")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["conflict", false],
+      ["failed", false],
+    ]);
+    expect(results[1]?.error).toBeInstanceOf(PayloadConflictError);
+    expect(results[2]?.error).toBeInstanceOf(GroupBlockedError);
+    expect(runs).toEqual(["X"]);
+    expect(await store.inspect("Y")).toBeNull();
+  });
+
+  it("a copy whose first copy never started at the deadline still settles: in flight, and its group stops", async () => {
+    const runs: string[] = [];
+    const engine = new BatchEngine(new InMemoryStore(), async (_m, ctx) => {
+      runs.push(ctx.key as string);
+      if (ctx.key === "A") await new Promise((resolve) => setTimeout(resolve, 300));
+    });
+    const { onResult, indexes } = reported();
+    // The answer point is 100 ms away: A is still running then, X behind it never starts.
+    const results = await engine.process([grouped("A", "G"), grouped("X", "G"), grouped("X", "H"), grouped("Y", "H")], { deadline: Date.now() + 1_100, onResult });
+    expect(results.map((r) => [r.status, r.ack, r.handlerRan])).toEqual([
+      ["in-flight", false, true],
+      ["failed", false, false],
+      ["in-flight", false, false],
+      ["failed", false, false],
+    ]);
+    expect(runs).toEqual(["A"]);
+    expect(indexes.sort()).toEqual([0, 1, 2, 3]);
+  });
+
+  it("lanes that wait on each other's copies all finish with one place to run, one handler at a time", async () => {
+    const runs: string[] = [];
+    let running = 0;
+    let most = 0;
+    const engine = new BatchEngine(
+      new InMemoryStore(),
+      async (_m, ctx) => {
+        running += 1;
+        most = Math.max(most, running);
+        await new Promise((resolve) => setTimeout(resolve, 2));
+        runs.push(ctx.key as string);
+        running -= 1;
+      },
+      { concurrency: 1 },
+    );
+    // G waits on H's X, H waits on G's A: each lane needs the other to go on.
+    const { onResult, indexes } = reported();
+    const results = await engine.process([grouped("A", "G"), grouped("X", "H"), grouped("X", "G"), grouped("A", "H"), grouped("B", "G"), grouped("C", "H")], { onResult });
+    expect(results.map((r) => r.status)).toEqual(["ran", "ran", "duplicate", "duplicate", "ran", "ran"]);
+    expect(runs.slice(0, 2)).toEqual(["A", "X"]);
+    expect(runs.slice(2).sort()).toEqual(["B", "C"]);
+    expect(most).toBe(1);
+    expect(indexes.sort()).toEqual([0, 1, 2, 3, 4, 5]);
   });
 });
 

@@ -16,6 +16,7 @@ import { DynamoDBStore, type DynamoDBStoreOptions, type DynamoDBTransaction, Tra
 import type { Envelope } from "../../src/envelope.js";
 import type { HandlerContext } from "../../src/engine/index.js";
 import { InvalidMessageError } from "../../src/errors.js";
+import { InMemoryStore } from "../../src/memory-store.js";
 import { txOf } from "../../src/transaction.js";
 import { freePort } from "../../scripts/dynamodb-local.mjs";
 import { kafkaRecord, lambdaContext, mskEvent, selfManagedKafkaEvent, sqsRecord } from "../../scripts/lambda-events.js";
@@ -230,6 +231,20 @@ describe("kafkaHandler on DynamoDB Local", () => {
     const after = kafkaRecord(sampleBody(fresh("after-conflict")), { partition: 0, offset: 2 });
     const response = await handler(mskEvent([other, after]), lambdaContext());
     expect(failed(response)).toEqual(["orders-0@1", "orders-0@2"]);
+    expect(ran).toEqual(["orders-0@0"]);
+  });
+
+  it("a copy of an id in another partition holds that partition until the first copy is done: not acked, the rest of it waits", async () => {
+    const fails = (record: MSKRecord) => record.partition === 0 && record.offset === 0;
+    const { ran, handler } = recording(fails, { store: new InMemoryStore() });
+    const id = fresh("copy");
+    const records = [
+      kafkaRecord(sampleBody(id), { partition: 0, offset: 0 }),
+      kafkaRecord(sampleBody(id), { partition: 1, offset: 0 }),
+      kafkaRecord(sampleBody(fresh("after-copy")), { partition: 1, offset: 1 }),
+    ];
+    const response = await handler(mskEvent(records), lambdaContext());
+    expect(failed(response)).toEqual(["orders-0@0", "orders-1@0", "orders-1@1"]);
     expect(ran).toEqual(["orders-0@0"]);
   });
 

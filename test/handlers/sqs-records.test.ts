@@ -206,3 +206,22 @@ describe("sqsHandler: what of a record reaches the engine", () => {
     expect(again.batchItemFailures).toEqual([{ itemIdentifier: "" }]);
   });
 });
+
+describe("sqsHandler on a FIFO queue: a copy of an id in another group", () => {
+  it("returns the copy's group from the copy on when the first copy is held elsewhere: nothing after it runs or is deleted", async () => {
+    const store = new InMemoryStore();
+    await store.claim("x-1", 60_000); // another invocation holds x-1
+    const ran: string[] = [];
+    const handler = sqsHandler({ store, logger: false, handle: async (message) => void ran.push(String(message.meta.id)) });
+    const records = [
+      sqsRecord(JSON.stringify(envelope("x-1")), { messageId: "m-x-g", group: "g" }),
+      sqsRecord(JSON.stringify(envelope("x-1")), { messageId: "m-x-h", group: "h" }),
+      sqsRecord(JSON.stringify(envelope("y-1")), { messageId: "m-y-h", group: "h" }),
+      sqsRecord(JSON.stringify(envelope("z-1")), { messageId: "m-z-k", group: "k" }),
+    ];
+    const response = await handler({ Records: records }, lambdaContext());
+    expect(response.batchItemFailures.map((one) => one.itemIdentifier)).toEqual(["m-x-g", "m-x-h", "m-y-h"]);
+    expect(ran).toEqual(["z-1"]);
+    expect(await store.inspect("y-1")).toBeNull();
+  });
+});
