@@ -11,9 +11,10 @@
  *   - `claim` / `claimMany`: ONE `INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING` for the
  *     whole batch; it answers claimed / done / in-flight (+ the lease's remaining ms and the stored
  *     fingerprint). Only when a concurrent writer committed the blocking row after the statement
- *     began (its snapshot cannot see it) is a second, read-only statement made for those keys. A
- *     step that fails after a claim statement committed wins releases them (fenced) before it
- *     rejects: nothing stays held.
+ *     began (its snapshot cannot see it) is a second, read-only statement made for those keys. In
+ *     the Go layout a claim that won anything is followed by `settle` (sql-go.ts): a win over a commit
+ *     that landed while the claim ran gives its lease back and answers done. A step that fails after
+ *     a claim statement committed wins releases them (fenced) before it rejects: nothing stays held.
  *   - `remember(Many)`, `release(Many)`, `seen(Many)` / `recallMany`: ONE statement per batch.
  *   - a batch step of more than `POSTGRES_MAX_IDS_PER_STATEMENT` (10,000) ids is sent as one
  *     statement per 10,000, one after another.
@@ -366,7 +367,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     }
   }
 
-  /** The statements of a claim step: claim (per chunk), re-read what it could not see. */
+  /** The statements of a claim step: claim (per chunk), settle what it won, re-read what it could not see. */
   async #decide(operation: string, unique: string[], tokens: Map<string, string>, fingerprintOf: Map<string, string | null>, lease: number): Promise<Map<string, Claim>> {
     const answers = new Map<string, Claim>();
     let pending = unique;
@@ -375,12 +376,20 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       const { rows } = await this.#chunked(operation, this.#sql.claim, columns, [lease]);
       if (rows.length !== pending.length) throw new StoreUnavailableError(STORE_NAME, operation, `unexpected answer (${rows.length} rows for ${pending.length} keys)`);
       const unseen: string[] = [];
+      const won: string[] = [];
       pending.forEach((key, i) => {
         const row = rows[i] as Record<string, unknown>;
-        if (row.won === true) answers.set(key, { status: "claimed", token: tokens.get(key) as string });
-        else if (row.status === null) unseen.push(key);
+        if (row.won === true) {
+          won.push(key);
+          answers.set(key, { status: "claimed", token: tokens.get(key) as string });
+        } else if (row.status === null) unseen.push(key);
         else answers.set(key, blocking(row));
       });
+      if (this.#sql.settle !== undefined && won.length > 0) {
+        // Wins over a commit that landed while the claim ran: done after all (sql-go.ts, `settle`).
+        const { rows: done } = await this.#chunked(operation, this.#sql.settle, [won, won.map((key) => tokens.get(key))], []);
+        for (const row of done) answers.set(row.key as string, blocking(row));
+      }
       if (unseen.length === 0) break;
       // Rows committed by a concurrent writer after the statement began: read them now.
       const { rows: fresh } = await this.#chunked(operation, this.#sql.read, [unseen], []);

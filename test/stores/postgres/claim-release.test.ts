@@ -1,6 +1,6 @@
 /**
  * PostgresStore's claim step when a statement fails AFTER a claim statement of the same step
- * committed wins — the re-read of rows a concurrent writer committed:
+ * committed wins — the re-read of rows a concurrent writer committed, or the Go layout's settle:
  * the step rejects, and first releases (fenced by token) every claim it made, so that nothing stays
  * held for ids whose tokens the caller never got (the contract: a whole-step failure rejects "with
  * nothing held for any id"). A failed release never hides the step's own failure.
@@ -58,6 +58,15 @@ describe("a claim step failing after its claim statement won", () => {
       ["n:a", "n:b"],
       ["tok-1", "tok-2"],
     ]);
+  });
+
+  it("layout babelqueue-go, the settle fails: the won claim is released, on one shared client too", async () => {
+    const { sent, pool } = scriptedPool("babelqueue-go", new Set(["settle"]));
+    const store = new PostgresStore({ client: { query: pool.query }, layout: "babelqueue-go", table: "t", token: tokens() });
+    const failure = await store.claimMany(["a"]).catch((error: unknown) => error);
+    expect((failure as Error).message).toMatch(/settle: Connection terminated/);
+    expect(sent.map((s) => s.step)).toEqual(["claim", "settle", "release"]);
+    expect(sent[2]?.values).toEqual([["a"], ["tok-1"]]);
   });
 
   it("a release that fails too does not hide the step's own failure", async () => {
