@@ -32,6 +32,7 @@ const BACKEND_FREE = [
   "test/docs/doc-comments.test.ts",
   "test/docs/examples.test.ts",
   "test/stores/postgres/pool-listeners.test.ts",
+  "test/stores/postgres/claim-release.test.ts",
   "test/package/bench-docs.test.ts",
   "test/engine/batch-fates.test.ts",
   "test/engine/linger-timeline.test.ts",

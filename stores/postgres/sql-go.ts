@@ -18,6 +18,11 @@
  *   done row only while `done_at` equals its `created_at`: a Go `Forget` + `Remember` (a new
  *   `created_at`) leaves our old fingerprint behind, and it is then never answered.
  *
+ * A commit of ours can land while a claim of the same id runs, after the claim's snapshot was taken:
+ * the claim cannot see its Go row. So the claim never takes over a done mark its snapshot did not
+ * hold (TAKEOVER), and a claim that won anything is followed by `settle`, in a fresh snapshot, for
+ * the keys it won: a win over a commit that left no mark gives its lease back and answers done.
+ *
  * Time: leases and liveness by the DATABASE's clock. The Go SDK computes `expires_at` on its
  * host's clock and compares it with the database's `now()`.
  *
@@ -72,6 +77,17 @@ const until = (param: string) => `CASE WHEN ${param}::double precision IS NULL T
 /** The Go SDK's own upsert condition (`now()`, as Go writes it). */
 const GO_RECLAIM = (m: string) => `${m}.expires_at IS NOT NULL AND ${m}.expires_at <= now()`;
 
+/**
+ * Whether the claim takes over lease row `l` — evaluated on the row's NEWEST version, which the
+ * claim's snapshot may not see (ON CONFLICT waits for a locked row, then re-tests the version the
+ * holder committed). A lease past its end: yes. A done mark (`token` NULL): only the one the
+ * snapshot holds (`marks`, same `done_at`), whose Go row the snapshot's `done` found not live. A
+ * mark committed while the claim ran (a remember or fenced commit of the holder, with the Go row it
+ * wrote, invisible to `done`) is rewritten as it is and returned with its NULL token: the claim
+ * answers NULL status for it, and the store reads it again (done, with its fingerprint).
+ */
+const TAKEOVER = `(l.token IS NOT NULL OR EXISTS (SELECT 1 FROM marks WHERE marks.message_id = l.message_id AND marks.done_at IS NOT DISTINCT FROM l.done_at))`;
+
 export function goStatements(table: string): PostgresStatements {
   const t = quoteTableName(table).quoted;
   const l = quoteTableName(goLeaseTable(table)).quoted;
@@ -82,6 +98,7 @@ done AS (
   SELECT m.message_id, m.created_at, m.expires_at FROM ${t} m CROSS JOIN clock
   WHERE m.message_id = ANY($1::text[]) AND ${live("m")}
 ),
+marks AS (SELECT s.message_id, s.done_at FROM ${l} s WHERE s.message_id = ANY($1::text[]) AND s.token IS NULL),
 won AS (
   INSERT INTO ${l} AS l (message_id, token, fingerprint, lease_until, done_at)
   SELECT input.key, input.token, input.fingerprint, clock.now + $4::double precision * interval '1 millisecond', NULL
@@ -89,11 +106,14 @@ won AS (
   WHERE NOT EXISTS (SELECT 1 FROM done WHERE done.message_id = input.key)
   ORDER BY input.key
   ON CONFLICT (message_id) DO UPDATE
-    SET token = excluded.token, fingerprint = excluded.fingerprint, lease_until = excluded.lease_until, done_at = NULL
+    SET token = CASE WHEN ${TAKEOVER} THEN excluded.token ELSE l.token END,
+      fingerprint = CASE WHEN ${TAKEOVER} THEN excluded.fingerprint ELSE l.fingerprint END,
+      lease_until = CASE WHEN ${TAKEOVER} THEN excluded.lease_until ELSE l.lease_until END,
+      done_at = CASE WHEN ${TAKEOVER} THEN NULL ELSE l.done_at END
     WHERE l.token IS NULL OR l.lease_until <= (SELECT now FROM clock)
-  RETURNING l.message_id
+  RETURNING l.message_id, l.token
 )
-SELECT input.ord, won.message_id IS NOT NULL AS won,
+SELECT input.ord, COALESCE(won.token = input.token, false) AS won,
   CASE WHEN done.message_id IS NOT NULL THEN 'done' WHEN held.message_id IS NOT NULL THEN 'in-flight' END AS status,
   CASE WHEN done.message_id IS NOT NULL THEN mark.fingerprint ELSE held.fingerprint END AS fingerprint,
   CASE WHEN done.message_id IS NOT NULL THEN ${msLeft("done.expires_at")} ELSE ${msLeft("held.lease_until")} END AS left_ms
@@ -145,6 +165,27 @@ marked AS (
 )
 DELETE FROM ${l} l USING resolved
 WHERE l.message_id = resolved.key AND (resolved.fingerprint IS NULL OR resolved.done_at IS NULL)`,
+    // The claim reads "done?" from the Go table in its snapshot, but writes the lease row as it is
+    // NOW. A commit that lands while the claim runs and leaves no mark — a remember without a
+    // fingerprint deletes the lease row with the Go row written; the claim, having waited for that
+    // row, then inserts a fresh lease — is a win over a done id that no statement of the claim can
+    // see. This statement, sent after the claim in a fresh snapshot, sees that commit: the keys the
+    // claim won whose Go row is live now give their lease back (fenced by the token, locked in key
+    // order) and answer done. (A commit that leaves a mark never loses it: see TAKEOVER.)
+    settle: `WITH ${CLOCK},
+won AS (SELECT i.key, i.token FROM unnest($1::text[], $2::text[]) AS i(key, token)),
+done AS (
+  SELECT m.message_id, m.created_at, m.expires_at FROM ${t} m CROSS JOIN clock
+  WHERE m.message_id = ANY($1::text[]) AND ${live("m")}
+),
+doomed AS (
+  SELECT h.message_id FROM ${l} h JOIN won ON won.key = h.message_id AND won.token = h.token JOIN done ON done.message_id = h.message_id
+  ORDER BY h.message_id FOR UPDATE OF h
+),
+dropped AS (DELETE FROM ${l} l USING doomed WHERE l.message_id = doomed.message_id RETURNING l.message_id)
+SELECT done.message_id AS key, 'done' AS status, mark.fingerprint, ${msLeft("done.expires_at")} AS left_ms
+FROM done CROSS JOIN clock
+LEFT JOIN ${l} mark ON mark.message_id = done.message_id AND mark.token IS NULL AND mark.done_at = done.created_at`,
     release: `WITH ${CLOCK}
 DELETE FROM ${l} l
 USING unnest($1::text[], $2::text[]) AS i(key, token), clock

@@ -70,6 +70,14 @@ export interface PostgresStatements {
    * when that row was written after the statement began (a concurrent writer; re-read with READ).
    */
   readonly claim: string;
+  /**
+   * Only where `claim` decides "done?" on another table than the one its takeover rule reads (the Go
+   * layout): run after `claim`, in a statement of its own — so in a fresh READ COMMITTED snapshot —
+   * for the keys `claim` won: $1 keys text[], $2 their new tokens text[]. A key whose done row is
+   * live now (committed by a writer `claim`'s snapshot could not see, e.g. while `claim` waited for
+   * its lock) loses its just-won lease (fenced by the token). Rows: those keys, as `read`'s done rows.
+   */
+  readonly settle?: string;
   /** Live rows of some keys: $1 keys text[]. Rows: `key`, `status`, `fingerprint`, `left_ms`. */
   readonly read: string;
   /** Commits: $1 keys text[], $2 fingerprints text[] (NULL keeps the claim's), $3 retention ms. */

@@ -11,7 +11,10 @@
  *   - `claim` / `claimMany`: ONE `INSERT … ON CONFLICT DO UPDATE … WHERE expired RETURNING` for the
  *     whole batch; it answers claimed / done / in-flight (+ the lease's remaining ms and the stored
  *     fingerprint). Only when a concurrent writer committed the blocking row after the statement
- *     began (its snapshot cannot see it) is a second, read-only statement made for those keys.
+ *     began (its snapshot cannot see it) is a second, read-only statement made for those keys. In
+ *     the Go layout a claim that won anything is followed by `settle` (sql-go.ts): a win over a commit
+ *     that landed while the claim ran gives its lease back and answers done. A step that fails after
+ *     a claim statement committed wins releases them (fenced) before it rejects: nothing stays held.
  *   - `remember(Many)`, `release(Many)`, `seen(Many)` / `recallMany`: ONE statement per batch.
  *   - a batch step of more than `POSTGRES_MAX_IDS_PER_STATEMENT` (10,000) ids is sent as one
  *     statement per 10,000, one after another.
@@ -353,6 +356,19 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     keys.forEach((key, i) => {
       if (!fingerprintOf.has(key)) fingerprintOf.set(key, fingerprints?.[i] ?? null);
     });
+    try {
+      return answerPerKey(keys, await this.#decide(operation, unique, tokens, fingerprintOf, lease), lease);
+    } catch (error) {
+      // A claim statement may have committed wins (an earlier chunk, or this one before a follow-up
+      // failed) whose tokens the caller never gets: give them back, or those ids stay in flight for the
+      // whole lease. Every token is new and ours, so releasing them all drops exactly what we won.
+      await this.#releaseQuietly(unique.map((key) => ({ key, token: tokens.get(key) as string })));
+      throw error;
+    }
+  }
+
+  /** The statements of a claim step: claim (per chunk), settle what it won, re-read what it could not see. */
+  async #decide(operation: string, unique: string[], tokens: Map<string, string>, fingerprintOf: Map<string, string | null>, lease: number): Promise<Map<string, Claim>> {
     const answers = new Map<string, Claim>();
     let pending = unique;
     for (let attempt = 0; pending.length > 0; attempt += 1) {
@@ -360,12 +376,20 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       const { rows } = await this.#chunked(operation, this.#sql.claim, columns, [lease]);
       if (rows.length !== pending.length) throw new StoreUnavailableError(STORE_NAME, operation, `unexpected answer (${rows.length} rows for ${pending.length} keys)`);
       const unseen: string[] = [];
+      const won: string[] = [];
       pending.forEach((key, i) => {
         const row = rows[i] as Record<string, unknown>;
-        if (row.won === true) answers.set(key, { status: "claimed", token: tokens.get(key) as string });
-        else if (row.status === null) unseen.push(key);
+        if (row.won === true) {
+          won.push(key);
+          answers.set(key, { status: "claimed", token: tokens.get(key) as string });
+        } else if (row.status === null) unseen.push(key);
         else answers.set(key, blocking(row));
       });
+      if (this.#sql.settle !== undefined && won.length > 0) {
+        // Wins over a commit that landed while the claim ran: done after all (sql-go.ts, `settle`).
+        const { rows: done } = await this.#chunked(operation, this.#sql.settle, [won, won.map((key) => tokens.get(key))], []);
+        for (const row of done) answers.set(row.key as string, blocking(row));
+      }
       if (unseen.length === 0) break;
       // Rows committed by a concurrent writer after the statement began: read them now.
       const { rows: fresh } = await this.#chunked(operation, this.#sql.read, [unseen], []);
@@ -378,7 +402,21 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
         else answers.set(key, { status: "in-flight", retryAfterMs: 0 });
       }
     }
-    return answerPerKey(keys, answers, lease);
+    return answers;
+  }
+
+  /** Best-effort fenced release of claims nobody was told about; its own failure is dropped (the caller rethrows the first). */
+  async #releaseQuietly(claims: readonly { key: string; token: string }[]): Promise<void> {
+    const connection = this.#pool ?? (this.#client as Tx);
+    for (let start = 0; start < claims.length; start += POSTGRES_MAX_IDS_PER_STATEMENT) {
+      const slice = claims.slice(start, start + POSTGRES_MAX_IDS_PER_STATEMENT);
+      const run = () => connection.query(this.#sql.release, [slice.map((claim) => claim.key), slice.map((claim) => claim.token)]);
+      try {
+        await (this.#pool === undefined ? this.#turns.run(run) : run());
+      } catch {
+        return; // the database is unreachable: the leases end on their own
+      }
+    }
   }
 
   async #release(operation: string, claims: readonly ClaimRef[]): Promise<number> {
