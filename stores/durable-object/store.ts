@@ -40,7 +40,7 @@
 import type { BatchClaim, Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
 import { type BabelQueueServerlessError, InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
-import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
+import { checkFingerprint, checkFingerprints, withFingerprint } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
@@ -333,7 +333,9 @@ export class DurableObjectStore implements ClaimingStore {
    * The claim step, answered per key (placement.ts, "claim"): round 1 claims every key in its
    * owner, or — a moved key — in its previous owner; round 2 claims in their owner the moved keys
    * that round 1 granted; a moved key granted by its previous owner and refused by its owner has that
-   * grant released before the answer.
+   * grant released before the answer. A moved key whose previous owner failed is read (not claimed)
+   * in its owner, alongside round 2: committed there (by a store on the new count) → `done`, else it
+   * stays a failure.
    */
   async #claimOutcomes(keys: readonly string[], leaseMs: number, fingerprints: readonly (string | undefined)[]): Promise<ClaimOutcome[]> {
     const withAny = fingerprints.some((fingerprint) => fingerprint !== undefined);
@@ -352,12 +354,26 @@ export class DurableObjectStore implements ClaimingStore {
     );
     const outcomes = first.map((answer): ClaimOutcome => (answer.ok ? (answer.value as Claim) : { status: "failed", error: answer.error }));
     const moved = keys.flatMap((_, i) => (placements[i]?.previous !== undefined && outcomes[i]?.status === "claimed" ? [i] : []));
-    if (moved.length === 0) return outcomes;
-    const second = await this.#round<ClaimItem, ShardClaim>(
-      "claim",
-      moved.map((i) => ({ shard: (placements[i] as Placement).owner, item: items[i] as ClaimItem })),
-      send,
-    );
+    const unanswered = keys.flatMap((_, i) => (placements[i]?.previous !== undefined && outcomes[i]?.status === "failed" ? [i] : []));
+    if (moved.length === 0 && unanswered.length === 0) return outcomes;
+    const [second, owned] = await Promise.all([
+      this.#round<ClaimItem, ShardClaim>(
+        "claim",
+        moved.map((i) => ({ shard: (placements[i] as Placement).owner, item: items[i] as ClaimItem })),
+        send,
+      ),
+      this.#round<string, ShardRecord>(
+        "claim",
+        unanswered.map((i) => ({ shard: (placements[i] as Placement).owner, item: keys[i] as string })),
+        (shard, batch) => shard.inspect(batch),
+      ),
+    ]);
+    // A commit in either object answers a moved key, as `seen` does; anything else there cannot be
+    // decided without the previous owner (it may hold a commit or a live claim), so it stays failed.
+    unanswered.forEach((i, j) => {
+      const answer = owned[j] as Settled<ShardRecord | undefined>;
+      if (answer.ok && answer.value?.status === "done") outcomes[i] = { status: "done", ...withFingerprint(answer.value.fingerprint) };
+    });
     const undo: ShardClaimRef[] = [];
     moved.forEach((i, j) => {
       const previousToken = (outcomes[i] as { token: string }).token;

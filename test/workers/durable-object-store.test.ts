@@ -366,4 +366,32 @@ describe("DurableObjectStore: one shard failing", () => {
     // The previous owner down: a moved id cannot be decided (it must be asked first), so it fails alone.
     for (const answer of await previousDown.claimMany(moved)) expect(answer).toMatchObject({ status: "failed", error: { operation: "claim" } });
   });
+
+  it("in a migration window, a moved id committed in its new owner (by a store on the new count) is answered done even when its previous owner fails", async () => {
+    const objectName = `broken-previous-${Date.now()}`;
+    const next = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "pfp", objectName, shards: 4 });
+    const windowOptions = { namespace: "pfp", objectName, shards: 4, previousShards: 2 };
+    const ids = Array.from({ length: 40 }, (_, i) => `pfp-${i}`);
+    const keys = await Promise.all(ids.map((id) => storeKey("pfp", id, 512)));
+    const window = new DurableObjectStore(env.IDEMPOTENCY, windowOptions);
+    // Moved ids whose previous owner is shard 0: half committed in their new owner only, half never seen.
+    const moved = ids.filter((_, i) => window.placementOf(keys[i] as string).previous === 0);
+    const committed = moved.filter((_, i) => i % 2 === 0);
+    const unknown = moved.filter((_, i) => i % 2 === 1);
+    expect(committed.length).toBeGreaterThan(0);
+    expect(unknown.length).toBeGreaterThan(0);
+    await next.rememberMany(
+      committed,
+      committed.map((id) => `fp-${id}`),
+    );
+    const previousDown = new DurableObjectStore(partlyBroken(new Set([`${objectName}/shard-0`])), windowOptions);
+    const answers = await previousDown.claimMany(moved, undefined, moved.map((id) => `fp-${id}`));
+    moved.forEach((id, i) => {
+      if (committed.includes(id)) expect(answers[i]).toEqual({ status: "done", fingerprint: `fp-${id}` });
+      else expect(answers[i]).toMatchObject({ status: "failed", error: { operation: "claim" } });
+    });
+    // Nothing was claimed for the undecided ids: their owner holds no record.
+    for (const id of unknown) expect(await next.inspect(id)).toBeNull();
+    expect((await previousDown.claim(committed[0] as string)).status).toBe("done");
+  });
 });
