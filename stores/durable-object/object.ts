@@ -48,6 +48,19 @@ function checkKeys(keys: unknown): string[] {
   return keys as string[];
 }
 
+/** Caller-chosen fencing tokens: one per key, each 16-200 characters with no whitespace (a pair token's separator). */
+function checkTokens(tokens: unknown, count: number): string[] | undefined {
+  if (tokens === undefined || tokens === null) return undefined;
+  if (
+    !Array.isArray(tokens) ||
+    tokens.length !== count ||
+    !tokens.every((token) => typeof token === "string" && token.length >= 16 && token.length <= 200 && !/\s/.test(token))
+  ) {
+    throw new TypeError("tokens must be an array of one token (16-200 characters, no whitespace) per key");
+  }
+  return tokens as string[];
+}
+
 /** A row that still counts at `now`: its lease or retention has not passed. */
 function live(row: StoredRow | undefined, now: number): row is StoredRow {
   return row !== undefined && Number(row.deadline) > now;
@@ -94,11 +107,15 @@ export class IdempotencyObject extends DurableObject {
   /**
    * Claims every key in one transaction, storing each claim's fingerprint with it; answers in order
    * (a key repeated in the batch is in-flight the second time), `done` / `in-flight` with the stored fingerprint.
+   * `tokens`, when passed, has one fencing token per key (the caller's, random): a claim is made under
+   * it, so a caller whose call failed can still release what the call may have claimed. Without it,
+   * the object draws each token.
    */
-  async claim(keys: string[], leaseMs: number, fingerprints?: (string | null)[]): Promise<ShardClaim[]> {
+  async claim(keys: string[], leaseMs: number, fingerprints?: (string | null)[], tokens?: string[]): Promise<ShardClaim[]> {
     checkKeys(keys);
     checkMs("leaseMs", leaseMs);
     const stored = checkFingerprints(fingerprints, keys.length);
+    const given = checkTokens(tokens, keys.length);
     const now = Date.now();
     const leaseUntil = now + leaseMs;
     let claimedAny = false;
@@ -109,7 +126,7 @@ export class IdempotencyObject extends DurableObject {
           if (row.status === "done") return { status: "done", ...withFingerprint(row.fingerprint) };
           return { status: "in-flight", retryAfterMs: Number(row.deadline) - now, ...withFingerprint(row.fingerprint) };
         }
-        const token = crypto.randomUUID();
+        const token = given?.[i] ?? crypto.randomUUID();
         this.#table.claim(key, token, leaseUntil, stored[i] ?? null);
         claimedAny = true;
         return { status: "claimed", token };

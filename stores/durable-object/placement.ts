@@ -16,7 +16,8 @@
  *     The previous owner answers done / in-flight → that is the answer, and the owner is not
  *     touched (a redelivery of an id committed before the change costs one read in one object).
  *     The owner answers done / in-flight → that is the answer, and the previous owner's fresh claim
- *     is released at once.
+ *     is released at once. The previous owner fails → the owner is read, not claimed: a commit there
+ *     (made under the new count) is the answer `done`; anything else stays a failure for that key.
  *   - commit (`remember`) and `forget`: in both objects.
  *   - release of a claim made in the window (its token is a pair): in the previous owner first, and
  *     in the owner only if that half was released — a token that is not exactly the claim's never

@@ -40,7 +40,7 @@
 import type { BatchClaim, Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
 import { type BabelQueueServerlessError, InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
-import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
+import { checkFingerprint, checkFingerprints, withFingerprint } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
@@ -71,7 +71,7 @@ export type ShardRecord = IdRecord | null;
  * `fingerprints`, when passed, has one entry per key (null where there is none).
  */
 export interface IdempotencyShard {
-  claim(keys: string[], leaseMs: number, fingerprints?: (string | null)[]): Promise<ShardClaim[]>;
+  claim(keys: string[], leaseMs: number, fingerprints?: (string | null)[], tokens?: string[]): Promise<ShardClaim[]>;
   remember(keys: string[], retentionMs: number, fingerprints?: (string | null)[]): Promise<void>;
   release(claims: ShardClaimRef[]): Promise<boolean[]>;
   seen(keys: string[]): Promise<boolean[]>;
@@ -137,10 +137,16 @@ export interface DurableObjectStoreOptions extends StoreWindows {
  */
 export type ClaimOutcome = Claim | { readonly status: "failed"; readonly error: BabelQueueServerlessError };
 
-/** What a claim request carries to its object. */
-interface ClaimItem {
+/** What a commit request carries to its object. */
+interface KeyItem {
   readonly key: string;
   readonly fingerprint: string | null;
+}
+
+/** What a claim request carries to its object. */
+interface ClaimItem extends KeyItem {
+  /** The fencing token the claim is made under (drawn by the store, so a failed call can be released). */
+  readonly token: string;
 }
 
 const DURABLE_OBJECT_OPTION_KEYS = optionKeys<DurableObjectStoreOptions>({
@@ -289,7 +295,7 @@ export class DurableObjectStore implements ClaimingStore {
     const withAny = checked.some((fingerprint) => fingerprint !== undefined);
     const { requests } = this.#everywhere(keys, (key, i) => ({ key, fingerprint: checked[i] ?? null }));
     throwIfFailed(
-      await this.#round<ClaimItem, void>("remember", requests, (shard, batch) =>
+      await this.#round<KeyItem, void>("remember", requests, (shard, batch) =>
         shard.remember(
           batch.map((item) => item.key),
           this.retentionMs,
@@ -333,7 +339,11 @@ export class DurableObjectStore implements ClaimingStore {
    * The claim step, answered per key (placement.ts, "claim"): round 1 claims every key in its
    * owner, or — a moved key — in its previous owner; round 2 claims in their owner the moved keys
    * that round 1 granted; a moved key granted by its previous owner and refused by its owner has that
-   * grant released before the answer.
+   * grant released before the answer. A moved key whose previous owner failed is read (not claimed)
+   * in its owner, alongside round 2: committed there (by a store on the new count) → `done`, else it
+   * stays a failure. The store draws every claim's token, so a call that failed — it may have
+   * landed and only its answer been lost — is followed by a release of its claims under those tokens
+   * (best effort, with the other releases): a failed key holds nothing for the rest of its lease.
    */
   async #claimOutcomes(keys: readonly string[], leaseMs: number, fingerprints: readonly (string | undefined)[]): Promise<ClaimOutcome[]> {
     const withAny = fingerprints.some((fingerprint) => fingerprint !== undefined);
@@ -342,23 +352,35 @@ export class DurableObjectStore implements ClaimingStore {
         batch.map((item) => item.key),
         leaseMs,
         withAny ? batch.map((item) => item.fingerprint) : undefined,
+        batch.map((item) => item.token),
       );
     const placements = keys.map((key) => this.placementOf(key));
-    const items = keys.map((key, i): ClaimItem => ({ key, fingerprint: fingerprints[i] ?? null }));
-    const first = await this.#round<ClaimItem, ShardClaim>(
-      "claim",
-      items.map((item, i) => ({ shard: placements[i]?.previous ?? (placements[i] as Placement).owner, item })),
-      send,
-    );
+    const claimItem = (i: number): ClaimItem => ({ key: keys[i] as string, fingerprint: fingerprints[i] ?? null, token: crypto.randomUUID() });
+    const firstRequests = keys.map((_, i): ShardRequest<ClaimItem> => ({ shard: placements[i]?.previous ?? (placements[i] as Placement).owner, item: claimItem(i) }));
+    const first = await this.#round<ClaimItem, ShardClaim>("claim", firstRequests, send);
     const outcomes = first.map((answer): ClaimOutcome => (answer.ok ? (answer.value as Claim) : { status: "failed", error: answer.error }));
-    const moved = keys.flatMap((_, i) => (placements[i]?.previous !== undefined && outcomes[i]?.status === "claimed" ? [i] : []));
-    if (moved.length === 0) return outcomes;
-    const second = await this.#round<ClaimItem, ShardClaim>(
-      "claim",
-      moved.map((i) => ({ shard: (placements[i] as Placement).owner, item: items[i] as ClaimItem })),
-      send,
+    // Released at the end, whatever else happens: the claims a failed call may have made.
+    const undo: ShardRequest<ShardClaimRef>[] = firstRequests.flatMap((request, i) =>
+      first[i]?.ok === false ? [{ shard: request.shard, item: { key: request.item.key, token: request.item.token } }] : [],
     );
-    const undo: ShardClaimRef[] = [];
+    const moved = keys.flatMap((_, i) => (placements[i]?.previous !== undefined && outcomes[i]?.status === "claimed" ? [i] : []));
+    const unanswered = keys.flatMap((_, i) => (placements[i]?.previous !== undefined && outcomes[i]?.status === "failed" ? [i] : []));
+    if (moved.length === 0 && unanswered.length === 0 && undo.length === 0) return outcomes;
+    const secondRequests = moved.map((i): ShardRequest<ClaimItem> => ({ shard: (placements[i] as Placement).owner, item: claimItem(i) }));
+    const [second, owned] = await Promise.all([
+      this.#round<ClaimItem, ShardClaim>("claim", secondRequests, send),
+      this.#round<string, ShardRecord>(
+        "claim",
+        unanswered.map((i) => ({ shard: (placements[i] as Placement).owner, item: keys[i] as string })),
+        (shard, batch) => shard.inspect(batch),
+      ),
+    ]);
+    // A commit in either object answers a moved key, as `seen` does; anything else there cannot be
+    // decided without the previous owner (it may hold a commit or a live claim), so it stays failed.
+    unanswered.forEach((i, j) => {
+      const answer = owned[j] as Settled<ShardRecord | undefined>;
+      if (answer.ok && answer.value?.status === "done") outcomes[i] = { status: "done", ...withFingerprint(answer.value.fingerprint) };
+    });
     moved.forEach((i, j) => {
       const previousToken = (outcomes[i] as { token: string }).token;
       const answer = second[j] as Settled<ShardClaim | undefined>;
@@ -366,15 +388,13 @@ export class DurableObjectStore implements ClaimingStore {
         outcomes[i] = { status: "claimed", token: pairToken(answer.value.token, previousToken) };
         return;
       }
-      undo.push({ key: keys[i] as string, token: previousToken });
+      // The previous owner's grant goes back; so does the owner's claim if its call failed (it may have landed).
+      const key = keys[i] as string;
+      undo.push({ shard: (placements[i] as Placement).previous as number, item: { key, token: previousToken } });
+      if (!answer.ok) undo.push({ shard: (placements[i] as Placement).owner, item: { key, token: (secondRequests[j] as ShardRequest<ClaimItem>).item.token } });
       outcomes[i] = answer.ok ? (answer.value as Claim) : { status: "failed", error: answer.error };
     });
-    // Released in the previous owner only: these keys hold no claim in their owner.
-    await this.#round<ShardClaimRef, boolean>(
-      "release",
-      undo.map((ref) => ({ shard: this.placementOf(ref.key).previous as number, item: ref })),
-      (shard, batch) => shard.release(batch),
-    );
+    await this.#round<ShardClaimRef, boolean>("release", undo, (shard, batch) => shard.release(batch));
     return outcomes;
   }
 

@@ -363,13 +363,22 @@ export class RedisStore implements ClaimingStore {
     const answers: (Claim | undefined)[] = replies.map((reply, i) => (reply === "OK" ? { status: "claimed", token: tokens[i] as string } : undefined));
     const held = answers.flatMap((answer, i) => (answer === undefined ? [i] : []));
     if (held.length > 0) {
-      const read = await this.#claim(
-        operation,
-        held.map((i) => ids[i] as string),
-        lease,
-        held.map((i) => fingerprints[i]),
-        held.map(() => true),
-      );
+      let read: Claim[];
+      try {
+        read = await this.#claim(
+          operation,
+          held.map((i) => ids[i] as string),
+          lease,
+          held.map((i) => fingerprints[i]),
+          held.map(() => true),
+        );
+      } catch (error) {
+        // The step fails as a whole, so it holds nothing: the claims the SETs won are given back,
+        // fenced by their tokens (#claim has already given back its own).
+        const won = answers.flatMap((answer, i) => (answer === undefined ? [] : [i]));
+        await releaseQuietly(pick(keys, won), pick(tokens, won));
+        throw error;
+      }
       held.forEach((i, j) => {
         answers[i] = read[j];
       });

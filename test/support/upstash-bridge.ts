@@ -12,6 +12,8 @@
  *
  * Fault switches for tests: `fault = "500"` answers HTTP 500 `{"error":...}` to every request,
  * `fault = "hang"` never answers; when Redis itself is unreachable the bridge answers 500.
+ * `faultIf(commands)`, when set, is asked about every request's commands (a pipeline's all, a single
+ * command's one, the name upper-cased) before they run; `true` answers that request 500, running nothing.
  * Counters: `requests` (HTTP requests), `commands` (commands received, each command of a pipeline
  * counted), `log` (command names per request). `commands` is NOT Upstash's bill: an `EVALSHA` counts 1
  * here, where Upstash bills it plus every command the script runs — for the bill, read the server's
@@ -38,6 +40,8 @@ export interface UpstashBridge {
   readonly token: string;
   /** Per-test fault switch. */
   fault: BridgeFault;
+  /** Per-request fault: `true` answers the request 500 without running its commands. */
+  faultIf: ((commands: readonly (readonly string[])[]) => boolean) | undefined;
   /** HTTP requests received (authorized or not). */
   requests: number;
   /** Redis commands executed. */
@@ -105,6 +109,7 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     url: "",
     token: options.token,
     fault: "none",
+    faultIf: undefined,
     requests: 0,
     commands: 0,
     log: [],
@@ -149,6 +154,18 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     }
     if (redis.status !== "ready") return send(response, 500, { error: "Service Unavailable: Redis is not reachable" });
     const path = url.pathname.replace(/\/+$/, "");
+    if (bridge.faultIf !== undefined && (path === "" || path === "/pipeline" || path === "/multi-exec")) {
+      let commands: (readonly string[])[] = [];
+      try {
+        commands = (path === "" ? [parseCommand(body)] : Array.isArray(body) ? body.map(parseCommand) : []).map(([name, ...args]) => [
+          name.toUpperCase(),
+          ...args.map(String),
+        ]);
+      } catch {
+        // A malformed body is answered below, as without the hook.
+      }
+      if (commands.length > 0 && bridge.faultIf(commands)) return send(response, 500, { error: "Internal Server Error (bridge faultIf)" });
+    }
     try {
       if (path === "") {
         const command = parseCommand(body);

@@ -154,6 +154,22 @@ describe("DurableObjectStore: fingerprints", () => {
     expect(counter.total() - before).toBe(1);
   });
 
+  it("claims under the caller's tokens when given one per key, and refuses malformed ones", async () => {
+    const stub = env.IDEMPOTENCY.get(env.IDEMPOTENCY.idFromName(`tokens-${Date.now()}/shard-0`));
+    const tokens = [crypto.randomUUID(), crypto.randomUUID()];
+    expect(await stub.claim(["t:a", "t:b"], 60_000, undefined, tokens)).toEqual(tokens.map((token) => ({ status: "claimed", token })));
+    expect(await stub.release([{ key: "t:a", token: tokens[0] as string }])).toEqual([true]);
+    // Checked inside the object (an error thrown over RPC is reported by the pool as uncaught).
+    const refused = await runInDurableObject(stub, async (instance) => {
+      const bad = [["short"], [crypto.randomUUID(), crypto.randomUUID()], [`${crypto.randomUUID()} ${crypto.randomUUID()}`], [42]];
+      const messages: string[] = [];
+      for (const tokens of bad) await instance.claim(["t:c"], 60_000, undefined, tokens as string[]).catch((error: Error) => messages.push(error.message));
+      return messages;
+    });
+    expect(refused).toEqual(Array(4).fill("tokens must be an array of one token (16-200 characters, no whitespace) per key"));
+    expect((await stub.claim(["t:c"], 60_000))[0]).toMatchObject({ status: "claimed", token: expect.any(String) });
+  });
+
   it("reads a table written before fingerprints existed: adds the column, old rows carry none", async () => {
     const objectName = `legacy-${Date.now()}`;
     const namespace = "legacy";
@@ -308,6 +324,33 @@ describe("DurableObjectStore: one shard failing", () => {
     return binding as IdempotencyNamespace;
   }
 
+  /**
+   * The real binding, except that a claim sent to an object named in `losing` lands and its answer
+   * is then lost (the call rejects after the object ran it): a dropped connection, on demand.
+   */
+  function answersLost(losing: Set<string>): IdempotencyNamespace {
+    const real = env.IDEMPOTENCY;
+    const binding: IdempotencyNamespace<{ id: DurableObjectId; name: string }> = {
+      idFromName: (name) => ({ id: real.idFromName(name), name }),
+      get: ({ id, name }) => {
+        const stub = real.get(id) as unknown as IdempotencyShard;
+        if (!losing.has(name)) return stub;
+        return {
+          claim: async (...args: Parameters<IdempotencyShard["claim"]>) => {
+            await stub.claim(...args);
+            throw new Error("Network connection lost.");
+          },
+          remember: (...args) => stub.remember(...args),
+          release: (...args) => stub.release(...args),
+          seen: (...args) => stub.seen(...args),
+          forget: (...args) => stub.forget(...args),
+          inspect: (...args) => stub.inspect(...args),
+        };
+      },
+    };
+    return binding as IdempotencyNamespace;
+  }
+
   async function split(store: DurableObjectStore, ids: string[], shard: number) {
     const owners = await Promise.all(ids.map(async (id) => store.shardOf(await storeKey(store.namespace, id, 512))));
     return { onBroken: ids.filter((_, i) => owners[i] === shard), healthy: ids.filter((_, i) => owners[i] !== shard) };
@@ -346,6 +389,42 @@ describe("DurableObjectStore: one shard failing", () => {
     expect(await broken.seenMany(elsewhere)).toEqual(elsewhere.map(() => true));
   });
 
+  it("a claim call that landed but whose answer was lost leaves nothing held: the failed ids' claims are released under the store's tokens", async () => {
+    const objectName = `lost-${Date.now()}`;
+    const options = { namespace: "lost", objectName, shards: 2 };
+    const healthy = new DurableObjectStore(env.IDEMPOTENCY, options);
+    const lossy = new DurableObjectStore(answersLost(new Set([`${objectName}/shard-1`])), options);
+    const ids = Array.from({ length: 20 }, (_, i) => `lost-${i}`);
+    const { onBroken, healthy: elsewhere } = await split(healthy, ids, 1);
+    expect(onBroken.length).toBeGreaterThan(0);
+    const answers = await lossy.claimMany(ids);
+    expect(answers.map((claim) => claim.status)).toEqual(ids.map((id) => (onBroken.includes(id) ? "failed" : "claimed")));
+    // The lost answers' claims were undone: their redeliveries are claimed at once, not in flight for the lease.
+    for (const id of onBroken) expect(await healthy.inspect(id)).toBeNull();
+    expect((await healthy.claimMany(onBroken)).map((claim) => claim.status)).toEqual(onBroken.map(() => "claimed"));
+    // The healthy shard's claims stand.
+    expect((await healthy.claimMany(elsewhere)).map((claim) => claim.status)).toEqual(elsewhere.map(() => "in-flight"));
+  });
+
+  it("in a migration window, a lost answer from either object leaves a moved id held in neither", async () => {
+    const objectName = `lost-window-${Date.now()}`;
+    const windowOptions = { namespace: "lostw", objectName, shards: 4, previousShards: 2 };
+    const window = new DurableObjectStore(env.IDEMPOTENCY, windowOptions);
+    const ids = Array.from({ length: 60 }, (_, i) => `lostw-${i}`);
+    const keys = await Promise.all(ids.map((id) => storeKey("lostw", id, 512)));
+    // Moved ids from shard 0 to shard 2: one half loses the owner's answer (round 2), the other the previous owner's (round 1).
+    const moved = ids.filter((_, i) => window.placementOf(keys[i] as string).previous === 0 && window.shardOf(keys[i] as string) === 2);
+    const ownerLost = moved.filter((_, i) => i % 2 === 0);
+    const previousLost = moved.filter((_, i) => i % 2 === 1);
+    expect(previousLost.length).toBeGreaterThan(0);
+    const lossyOwner = new DurableObjectStore(answersLost(new Set([`${objectName}/shard-2`])), windowOptions);
+    expect((await lossyOwner.claimMany(ownerLost)).map((claim) => claim.status)).toEqual(ownerLost.map(() => "failed"));
+    const lossyPrevious = new DurableObjectStore(answersLost(new Set([`${objectName}/shard-0`])), windowOptions);
+    expect((await lossyPrevious.claimMany(previousLost)).map((claim) => claim.status)).toEqual(previousLost.map(() => "failed"));
+    for (const id of moved) expect(await window.inspect(id)).toBeNull();
+    expect((await window.claimMany(moved)).map((claim) => claim.status)).toEqual(moved.map(() => "claimed"));
+  });
+
   it("in a migration window, a commit seen in one of a moved id's two objects is an answer even when the other fails", async () => {
     const objectName = `broken-window-${Date.now()}`;
     const old = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "pfw", objectName, shards: 2 });
@@ -365,5 +444,33 @@ describe("DurableObjectStore: one shard failing", () => {
     await expect(previousDown.seenMany(moved)).rejects.toMatchObject({ operation: "seen" });
     // The previous owner down: a moved id cannot be decided (it must be asked first), so it fails alone.
     for (const answer of await previousDown.claimMany(moved)) expect(answer).toMatchObject({ status: "failed", error: { operation: "claim" } });
+  });
+
+  it("in a migration window, a moved id committed in its new owner (by a store on the new count) is answered done even when its previous owner fails", async () => {
+    const objectName = `broken-previous-${Date.now()}`;
+    const next = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "pfp", objectName, shards: 4 });
+    const windowOptions = { namespace: "pfp", objectName, shards: 4, previousShards: 2 };
+    const ids = Array.from({ length: 40 }, (_, i) => `pfp-${i}`);
+    const keys = await Promise.all(ids.map((id) => storeKey("pfp", id, 512)));
+    const window = new DurableObjectStore(env.IDEMPOTENCY, windowOptions);
+    // Moved ids whose previous owner is shard 0: half committed in their new owner only, half never seen.
+    const moved = ids.filter((_, i) => window.placementOf(keys[i] as string).previous === 0);
+    const committed = moved.filter((_, i) => i % 2 === 0);
+    const unknown = moved.filter((_, i) => i % 2 === 1);
+    expect(committed.length).toBeGreaterThan(0);
+    expect(unknown.length).toBeGreaterThan(0);
+    await next.rememberMany(
+      committed,
+      committed.map((id) => `fp-${id}`),
+    );
+    const previousDown = new DurableObjectStore(partlyBroken(new Set([`${objectName}/shard-0`])), windowOptions);
+    const answers = await previousDown.claimMany(moved, undefined, moved.map((id) => `fp-${id}`));
+    moved.forEach((id, i) => {
+      if (committed.includes(id)) expect(answers[i]).toEqual({ status: "done", fingerprint: `fp-${id}` });
+      else expect(answers[i]).toMatchObject({ status: "failed", error: { operation: "claim" } });
+    });
+    // Nothing was claimed for the undecided ids: their owner holds no record.
+    for (const id of unknown) expect(await next.inspect(id)).toBeNull();
+    expect((await previousDown.claim(committed[0] as string)).status).toBe("done");
   });
 });

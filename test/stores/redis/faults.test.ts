@@ -32,6 +32,7 @@ afterAll(async () => {
 });
 afterEach(() => {
   bridge.fault = "none";
+  bridge.faultIf = undefined;
 });
 
 function restClient(token = TOKEN): UpstashRedis {
@@ -277,6 +278,24 @@ describe("faults become StoreUnavailableError: handler not run, nothing acked", 
     const error = await expectFailClosed(store, "auth");
     expect(error.message).toMatch(/Unauthorized/);
     expect(everythingIn(error)).not.toContain("wrong-token-value");
+  });
+
+  it("a first-delivery step whose second request (the claim script, for a duplicate) fails holds nothing: the plain SETs' claims are given back", async () => {
+    const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
+    await store.claimMany(["dup"], undefined, ["fp-dup"]);
+    await store.rememberMany(["dup"], ["fp-dup"]);
+    let failed = 0;
+    bridge.faultIf = (commands) => {
+      if (failed > 0 || commands[0]?.[0] !== "EVALSHA") return false;
+      failed += 1;
+      return true;
+    };
+    // "new" wins its SET NX; "dup" is held back by its record, so the claim script runs for it alone — and that request fails.
+    await expect(store.claimMany(["new", "dup"], 60_000, ["fp-new", "fp-dup"])).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(failed).toBe(1);
+    expect(await store.inspect("new")).toBeNull();
+    const again = await store.claimMany(["new", "dup"], 60_000, ["fp-new", "fp-dup"]);
+    expect(again.map((claim) => claim.status)).toEqual(["claimed", "done"]);
   });
 
   describe("Redis itself stopped", () => {
