@@ -38,6 +38,11 @@ export interface ReplicaWait {
 export interface DispatchOptions {
   /** Epoch ms after which no retry of a redirected call starts. */
   readonly deadline: number;
+  /**
+   * True once the caller stopped waiting for a step that takes ids (a claim): from then on no call
+   * of it is sent, or sent again, so a claim cannot land after the release the store sends behind it.
+   */
+  readonly abandoned?: () => boolean;
   /** Wait for replicas after the writes (only with a pipelining client). */
   readonly wait?: ReplicaWait;
 }
@@ -81,7 +86,7 @@ export async function dispatchScripts(client: RedisScriptClient, calls: readonly
   const outcomes = await Promise.all(
     calls.map(async (call): Promise<ScriptOutcome> => {
       try {
-        return { ok: true, reply: await runScript(client, call.script, [...call.keys], [...call.args]) };
+        return { ok: true, reply: await runScript(client, call.script, [...call.keys], [...call.args], options.abandoned) };
       } catch (error) {
         return { ok: false, error };
       }

@@ -17,13 +17,14 @@
  *     runs on the connection that wrote, after the writes, in the same round trip; the step reports
  *     the fewest replicas any written node confirmed after its last write;
  *   - any other error (a closed connection, CROSSSLOT, WRONGTYPE, OOM) is that call's outcome: it is
- *     never retried here, since the script may have run.
+ *     never retried here, since the script may have run;
+ *   - a step the caller gave up on (`abandoned`: a claim past its timeout) sends no further round.
  *
  * What this is *not*: a connection manager. It uses the client's own node connections (the same ones
  * ioredis sends single commands on) and never opens or closes one.
  */
 import type { DispatchOptions, DispatchResult, ScriptCall, ScriptOutcome, ScriptPipeline } from "./dispatch.js";
-import { isNoScript, scriptSha } from "./scripts.js";
+import { GIVEN_UP, isNoScript, scriptSha } from "./scripts.js";
 
 /** The pipeline of an ioredis `Redis` node (the part used here). */
 interface NodePipeline {
@@ -259,11 +260,13 @@ function makePipeline(router: Router): ScriptPipeline {
       for (let round = 0; pending.length > 0; round += 1) {
         // A pause (TRYAGAIN and the like) must fit before the deadline; MOVED, ASK and NOSCRIPT are
         // sent again at once (bounded by MOST_ROUNDS), so a late quiet release still reaches Redis.
-        if (round >= MOST_ROUNDS || (pause > 0 && Date.now() + pause > options.deadline)) {
-          for (const index of pending) outcomes[index] = { ok: false, error: states[index]?.lastError };
+        // A claim the caller gave up on is not sent again: it would land after its release.
+        const outOfTime = round >= MOST_ROUNDS || (pause > 0 && Date.now() + pause > options.deadline);
+        if (!outOfTime && pause > 0) await sleep(pause);
+        if (outOfTime || options.abandoned?.() === true) {
+          for (const index of pending) outcomes[index] = { ok: false, error: states[index]?.lastError ?? new Error(GIVEN_UP) };
           break;
         }
-        if (pause > 0) await sleep(pause);
         const byNode = new Map<string, number[]>();
         const unrouted: number[] = [];
         for (const index of pending) {

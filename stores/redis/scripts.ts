@@ -273,13 +273,21 @@ export function isNoScript(error: unknown): boolean {
   return error instanceof Error && /^(?:Command failed: )?(?:ERR )?NOSCRIPT\b/.test(error.message);
 }
 
-/** Runs a script: `EVALSHA`, and `EVAL` only when the server answers `NOSCRIPT`. */
-export async function runScript(client: RedisScriptClient, script: RedisScript, keys: string[], args: string[]): Promise<unknown> {
+/** The error of a call not sent because its step was given up (`abandoned`). */
+export const GIVEN_UP = "the step was given up before this call was sent";
+
+/**
+ * Runs a script: `EVALSHA`, and `EVAL` only when the server answers `NOSCRIPT`. With `abandoned`,
+ * nothing is sent once it answers true.
+ */
+export async function runScript(client: RedisScriptClient, script: RedisScript, keys: string[], args: string[], abandoned?: () => boolean): Promise<unknown> {
   const sha = await scriptSha(script);
+  if (abandoned?.() === true) throw new Error(GIVEN_UP);
   try {
     return await client.evalsha(sha, keys, args);
   } catch (error) {
-    if (!isNoScript(error)) throw error;
+    // NOSCRIPT: the script did not run; once the caller gave up, it must not run late either.
+    if (!isNoScript(error) || abandoned?.() === true) throw error;
     return client.eval(script.source, keys, args);
   }
 }

@@ -9,7 +9,8 @@
  *   - every failure becomes a `StoreUnavailableError` carrying neither a token nor a key (the
  *     store's `describe`); a step whose calls partly failed still hands back what the others
  *     answered (a claim step releases what it won, see store.ts), with the first error;
- *   - the whole step — retries of redirected calls included — is raced against the deadline;
+ *   - the whole step — retries of redirected calls included — is raced against the deadline; a step
+ *     that takes ids (a claim) sends nothing more once its deadline passed;
  *   - with a replica wait, a step whose writes reached fewer replicas than asked fails.
  *
  * What this is *not*: the scripts' argument layout (the store builds each chunk's arguments from the
@@ -56,6 +57,11 @@ export interface StepOptions<T> {
   readonly deadline: number;
   /** Wait for replicas after the writes. */
   readonly wait?: ReplicaWait;
+  /**
+   * The step takes ids (a claim): once its deadline passed, nothing of it is sent again (a
+   * redirected call, a NOSCRIPT resend), so it cannot land after the release sent behind it.
+   */
+  readonly acquires?: boolean;
 }
 
 /** How the store words a failure (scrubbing its secrets and the step's tokens). */
@@ -103,12 +109,17 @@ export async function runStep<T>(
   }));
   const ms = Math.max(1, step.deadline - Date.now());
   let timer: ReturnType<typeof setTimeout> | undefined;
+  let timedOut = false;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StepTimedOut(ms)), ms);
+    timer = setTimeout(() => {
+      timedOut = true;
+      reject(new StepTimedOut(ms));
+    }, ms);
   });
+  const abandoned = step.acquires === true ? () => timedOut : undefined;
   let result: Awaited<ReturnType<typeof dispatchScripts>>;
   try {
-    result = await Promise.race([dispatchScripts(client, calls, { deadline: step.deadline, wait: step.wait }), timeout]);
+    result = await Promise.race([dispatchScripts(client, calls, { deadline: step.deadline, wait: step.wait, abandoned }), timeout]);
   } catch (error) {
     return { values, error: describe(step.operation, error) };
   } finally {

@@ -53,7 +53,7 @@ import { type ReplicaWait, attachPipeline, pipelineOf } from "./dispatch.js";
 import { canPipeline, ioredisPipeline } from "./pipeline.js";
 import { MAX_REDIS_KEY_BYTES, type RedisLayout, type RedisLayoutName, resolveRedisLayout } from "./layouts.js";
 import { type RedisScript, type RedisScriptClient, readClaims, readIntegers, readRecord } from "./scripts.js";
-import { type StepKey, type StepResult, StepTimedOut, allOf, pick, runStep } from "./steps.js";
+import { type StepKey, type StepOptions, type StepResult, StepTimedOut, allOf, pick, runStep } from "./steps.js";
 import type { PlainSet, PlainSetter } from "./plain.js";
 import { type WindowKeys, claimAcrossWindow } from "./window.js";
 
@@ -301,6 +301,7 @@ export class RedisStore implements ClaimingStore {
         (reply, at) => readClaims(reply, pick(keyTokens, at)),
         deadline,
         tokens,
+        { acquires: true },
       );
     const releaseQuietly = async (keys: readonly StepKey[], keyTokens: readonly string[]) => {
       await this.#stepOf(operation, this.#layout.scripts.release, keys, (at) => pick(keyTokens, at), () => [], deadline, tokens).catch(() => undefined);
@@ -442,7 +443,7 @@ export class RedisStore implements ClaimingStore {
         (_, at) => at.map(() => undefined),
         this.#deadline(),
         [],
-        this.#wait,
+        { wait: this.#wait },
       ),
     );
   }
@@ -491,10 +492,10 @@ export class RedisStore implements ClaimingStore {
     read: (reply: unknown, at: readonly number[]) => T[],
     deadline: number,
     tokens: readonly string[] = [],
-    wait?: ReplicaWait,
+    extra: Pick<StepOptions<T>, "wait" | "acquires"> = {},
   ): Promise<StepResult<T>> {
     const describe = (failedOperation: string, error: unknown) => this.#unavailable(failedOperation, error, [...this.secrets, ...tokens]);
-    return runStep(this.#client, this.storeName, describe, { operation, script, keys, args, read, deadline, ...(wait ? { wait } : {}) });
+    return runStep(this.#client, this.storeName, describe, { operation, script, keys, args, read, deadline, ...extra });
   }
 
   #unavailable(operation: string, error: unknown, secrets: readonly string[]): StoreUnavailableError {

@@ -142,3 +142,88 @@ describe("a slot migration while batches run", () => {
     expect(redirected).toBeGreaterThan(0);
   });
 });
+
+/** Script calls (EVALSHA and EVAL) a node has run since its stats were reset (INFO commandstats). */
+async function scriptCalls(port: number): Promise<number> {
+  const redis = new Redis({ host: "127.0.0.1", port });
+  const text = await redis.info("commandstats");
+  redis.disconnect();
+  let total = 0;
+  for (const match of text.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) total += Number(match[1]);
+  return total;
+}
+
+/** Moves one empty slot from a master to another the documented way (IMPORTING, MIGRATING, NODE on both). */
+async function moveEmptySlot(slot: number, from: ClusterNodeInfo, to: ClusterNodeInfo): Promise<void> {
+  const source = new Redis({ host: "127.0.0.1", port: from.port });
+  const target = new Redis({ host: "127.0.0.1", port: to.port });
+  try {
+    await target.call("CLUSTER", "SETSLOT", String(slot), "IMPORTING", from.id);
+    await source.call("CLUSTER", "SETSLOT", String(slot), "MIGRATING", to.id);
+    await target.call("CLUSTER", "SETSLOT", String(slot), "NODE", to.id);
+    await source.call("CLUSTER", "SETSLOT", String(slot), "NODE", to.id);
+  } finally {
+    source.disconnect();
+    target.disconnect();
+  }
+}
+
+describe("a claim step that timed out while its slot moved", () => {
+  it("is not sent again after the timeout: the redirected claim never reaches the new owner", { timeout: 30_000 }, async () => {
+    const masters = (await clusterNodes(redisCluster.masterPorts[0] as number)).filter((node) => node.role === "master");
+    const client = new Cluster([{ host: "127.0.0.1", port: redisCluster.masterPorts[0] as number }]);
+    client.on("error", () => {});
+    try {
+      // A namespace whose one slot is empty (a slot holding keys cannot be handed over).
+      let namespace = "";
+      let slot = -1;
+      let from: ClusterNodeInfo | undefined;
+      for (let n = 0; from === undefined; n += 1) {
+        namespace = `late-claim-${n}`;
+        const probe = new RedisStore({ client: ioredisScriptClient(client), namespace, hashTag: true });
+        slot = slotOf(await probe.key("order-1"));
+        const owner = masters.find((node) => node.slots.some((range) => {
+          const [low, high] = range.split("-").map(Number) as [number, number | undefined];
+          return slot >= low && slot <= (high ?? low);
+        }));
+        const admin = new Redis({ host: "127.0.0.1", port: owner?.port as number });
+        const keys = Number(await admin.call("CLUSTER", "COUNTKEYSINSLOT", String(slot)));
+        admin.disconnect();
+        if (keys === 0) from = owner;
+      }
+      const to = masters.find((node) => node.id !== from.id) as ClusterNodeInfo;
+      const store = new RedisStore({ client: ioredisScriptClient(client), namespace, hashTag: true, timeoutMs: 100 });
+      // The client learns today's slot map and every master loads the scripts (no NOSCRIPT round later).
+      for (const n of [0, 1, 2, 3, 4, 5, 6, 7]) {
+        const warm = new RedisStore({ client: ioredisScriptClient(client), namespace: `late-warm-${n}`, hashTag: true });
+        const [claim] = await warm.claimMany(["w"]);
+        await warm.releaseMany([{ id: "w", token: (claim as { token: string }).token }]);
+      }
+      await moveEmptySlot(slot, from, to);
+      // The client's map still names the old owner. Keep that owner busy for 600 ms (a script
+      // spinning on its clock blocks the node): the claim waits in its socket and times out at 100 ms.
+      const busy = new Redis({ host: "127.0.0.1", port: from.port });
+      const target = new Redis({ host: "127.0.0.1", port: to.port });
+      await target.config("RESETSTAT");
+      const spin = busy.eval("local t = redis.call('TIME') local e = t[1] * 1000000 + t[2] + 600000 while true do t = redis.call('TIME') if t[1] * 1000000 + t[2] >= e then break end end return 1", 0);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const failed = await store.claimMany(["order-1"]).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect((failed as Error | undefined)?.name).toBe("StoreUnavailableError");
+      await spin;
+      // The old owner now answers MOVED to both the claim and the release sent behind it: the
+      // release goes on to the new owner (it must, to undo a claim that did land); the claim must not.
+      const deadline = Date.now() + 5_000;
+      while ((await scriptCalls(to.port)) < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await scriptCalls(to.port)).toBe(1);
+      expect(await target.exists(await store.key("order-1"))).toBe(0);
+      busy.disconnect();
+      target.disconnect();
+    } finally {
+      client.disconnect();
+    }
+  });
+});

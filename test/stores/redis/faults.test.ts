@@ -192,6 +192,34 @@ describe("billed commands per batch, as Upstash bills them (the EVALSHA + every 
   const deliveries = (prefix: string, n: number, redeliveries = 0) =>
     Array.from({ length: n }, (_, i) => ({ body: envelope(`${prefix}-${i}`), redeliveries, context: {} }));
 
+  it("a claim whose EVALSHA answers NOSCRIPT after its step timed out is not sent again as EVAL: it never runs", async () => {
+    const tcp = new IORedis({ host: "127.0.0.1", port: own.port });
+    const store = new RedisStore({ client: ioredisScriptClient(tcp), namespace: namespace(), timeoutMs: 100 });
+    try {
+      await ownAdmin.script("FLUSH");
+      const counts = await billed(async () => {
+        // The server is kept busy for 600 ms (a script spinning on its clock): the claim's EVALSHA
+        // waits in its socket, the step times out at 100 ms, and the release is sent behind it.
+        const spin = ownAdmin.eval("local t = redis.call('TIME') local e = t[1] * 1000000 + t[2] + 600000 while true do t = redis.call('TIME') if t[1] * 1000000 + t[2] >= e then break end end return 1", 0);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        const failed = await store.claimMany(["late"]).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(failed).toBeInstanceOf(StoreUnavailableError);
+        await spin;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      });
+      // EVALSHA: the claim's and the release's, both NOSCRIPT. EVAL: the spin and the release only.
+      // No SET: the claim script never ran (it would SET the fresh key).
+      expect(counts).toMatchObject({ evalsha: 2, eval: 2 });
+      expect(counts.set).toBeUndefined();
+      expect(await ownAdmin.exists(await store.key("late"))).toBe(0);
+    } finally {
+      tcp.disconnect();
+    }
+  });
+
   it("new: N plain SETs to claim, N to commit; committed redeliveries: 1 + 1; failures: N, then 1 + 2 to release", async () => {
     const store = new UpstashRedisStore({
       client: new UpstashRedis({ url: ownBridge.url, token: TOKEN, enableTelemetry: false }),
