@@ -277,12 +277,11 @@ export function isNoScript(error: unknown): boolean {
 export const GIVEN_UP = "the step was given up before this call was sent";
 
 /**
- * Runs a script: `EVALSHA`, and `EVAL` only when the server answers `NOSCRIPT`. With `abandoned`,
- * nothing is sent once it answers true.
+ * Runs a script: `EVALSHA`, and `EVAL` only when the server answers `NOSCRIPT` — and, with
+ * `abandoned`, only while it answers false.
  */
 export async function runScript(client: RedisScriptClient, script: RedisScript, keys: string[], args: string[], abandoned?: () => boolean): Promise<unknown> {
   const sha = await scriptSha(script);
-  if (abandoned?.() === true) throw new Error(GIVEN_UP);
   try {
     return await client.evalsha(sha, keys, args);
   } catch (error) {
