@@ -36,8 +36,9 @@ import { SCHEMA_VERSION_PROPERTY, schemaVersionRejection } from "../src/schema-g
 import { queueNameFromArn } from "../src/observability/index.js";
 import { jsonLogger } from "../src/observability/log.js";
 import { InvalidOptionError } from "../src/errors.js";
-import { type LambdaHandlerOptions, lambdaBatchRunner } from "./lambda-shared.js";
-import type { SqsParks } from "./sqs-parks.js";
+import { DEFAULT_DEADLINE_MARGIN_MS } from "../src/engine/settings.js";
+import { type LambdaHandlerOptions, lambdaBatchRunner, remainingMs } from "./lambda-shared.js";
+import type { ParkOutcome, SqsParks } from "./sqs-parks.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
 export interface SqsRuntimeContext {
@@ -120,6 +121,28 @@ function schemaVersionOf(record: SQSRecord): unknown {
   return typeof attribute?.stringValue === "string" ? attribute.stringValue : attribute;
 }
 
+/**
+ * The parks' outcome, or — when they have not answered `marginMs` before the invocation's deadline —
+ * a failed one: the batch's answer must reach Lambda in time. An SQS call that hangs (the SDK sets no
+ * request timeout by default) would otherwise run the invocation into its timeout, and Lambda would
+ * return the WHOLE batch: the acknowledged records too, the `commit-failed` ones to run again.
+ */
+async function withinDeadline(parking: Promise<ParkOutcome>, remaining: number | undefined, marginMs: number, size: number): Promise<ParkOutcome> {
+  if (remaining === undefined) return parking;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<ParkOutcome>((resolve) => {
+    timer = setTimeout(
+      () => resolve({ changed: 0, failed: size, error: Object.assign(new Error("parks did not answer before the invocation's deadline"), { name: "TimeoutError" }) }),
+      Math.max(0, remaining - marginMs),
+    );
+  });
+  try {
+    return await Promise.race([parking, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
   return { itemIdentifier: String(record?.messageId ?? "") };
 }
@@ -153,6 +176,8 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
     throw new InvalidOptionError("parks", 'must be sqsParks({ client }) from "babelqueue-serverless/lambda"');
   }
   const logger = options?.logger === false ? undefined : (options?.logger ?? jsonLogger());
+  // What the parks leave of the invocation: the engine's own flush margin (a quarter of deadlineMarginMs, checked above).
+  const answerMarginMs = (options.deadlineMarginMs ?? DEFAULT_DEADLINE_MARGIN_MS) / 4;
 
   return async (event, lambdaContext) => {
     const records: SQSRecord[] = Array.isArray(event?.Records) ? event.Records : [];
@@ -180,7 +205,8 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
       const results: MessageResult[] = await run({ deliveries, lambdaContext, queue });
       if (parks !== undefined) {
         // Parks only delay a redelivery: whatever they do (or throw), the batch's answer stands.
-        const outcome = await parks.park(records, results).catch((error: unknown) => ({ changed: 0, failed: records.length, error }));
+        const parking = parks.park(records, results).catch((error: unknown): ParkOutcome => ({ changed: 0, failed: records.length, error }));
+        const outcome = await withinDeadline(parking, remainingMs(lambdaContext), answerMarginMs, records.length);
         if (outcome.failed > 0) {
           const name = outcome.error instanceof Error ? outcome.error.name : typeof outcome.error;
           try {
