@@ -8,7 +8,9 @@
  *   `MessageGroupId` when its source queue is a `.fifo` queue (a standard queue's message group, as
  *   fair queues use it, promises no order, so it is not treated as one);
  * - every result with `ack: false` (failed, in-flight, invalid unless dropped, store error,
- *   FIFO-blocked) becomes a `batchItemFailures` entry, so only those messages return to the queue.
+ *   FIFO-blocked) becomes a `batchItemFailures` entry, so only those messages return to the queue;
+ *   on a FIFO queue, so does every later record of a group after its first failure (a later copy of
+ *   an id that ran included), as AWS asks of a FIFO partial batch response;
  *   The event source mapping must have `functionResponseType: ReportBatchItemFailures`.
  *
  * - BabelQueue's schema gate: a `bq-schema-version` message attribute is checked as it is BEFORE
@@ -122,6 +124,23 @@ function schemaVersionOf(record: SQSRecord): unknown {
 }
 
 /**
+ * Every record not acknowledged, and on a FIFO queue every record of a group after its first one not
+ * acknowledged: the engine runs nothing there, but a later copy of an id shares its first copy's
+ * fate (acknowledged when that one ran) and must not be deleted ahead of the group's failure.
+ */
+function failuresOf(records: readonly SQSRecord[], results: readonly (MessageResult | undefined)[]): SQSBatchItemFailure[] {
+  const stopped = new Set<string>();
+  const failures: SQSBatchItemFailure[] = [];
+  records.forEach((record, index) => {
+    const group = fifoGroupOf(record);
+    if (results[index]?.ack === true && (group === undefined || !stopped.has(group))) return;
+    if (group !== undefined) stopped.add(group);
+    failures.push(failure(record));
+  });
+  return failures;
+}
+
+/**
  * The parks' outcome, or — when they have not answered `marginMs` before the invocation's deadline —
  * a failed one: the batch's answer must reach Lambda in time. An SQS call that hangs (the SDK sets no
  * request timeout by default) would otherwise run the invocation into its timeout, and Lambda would
@@ -216,9 +235,7 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
           }
         }
       }
-      return {
-        batchItemFailures: records.flatMap((record, index) => (results[index]?.ack === true ? [] : [failure(record)])),
-      };
+      return { batchItemFailures: failuresOf(records, results) };
     } catch {
       // The engine never throws for a message; if it throws at all, nothing is known to be done.
       return { batchItemFailures: records.map(failure) };
