@@ -63,7 +63,9 @@ export interface SqsHandlerOptions<Message = Envelope> extends LambdaHandlerOpti
    * `ChangeMessageVisibilityBatch`, so it is received once more, right after the lease — instead of
    * after every visibility timeout, each receive raising `ApproximateReceiveCount` toward the DLQ.
    * Give `sqsParks({ client: new SQSClient({}) })` (the role needs `sqs:ChangeMessageVisibility`);
-   * an extension, so an application without parks does not bundle them. Default: off (the queue's
+   * an extension, so an application without parks does not bundle them. The changes get what is left
+   * of the invocation, short of a quarter of `deadlineMarginMs`: a slow SQS only leaves its records on
+   * the queue's visibility timeout, never the batch unanswered. Default: off (the queue's
    * visibility timeout applies).
    */
   parks?: SqsParks | false;
