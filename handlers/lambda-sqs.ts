@@ -8,7 +8,9 @@
  *   `MessageGroupId` when its source queue is a `.fifo` queue (a standard queue's message group, as
  *   fair queues use it, promises no order, so it is not treated as one);
  * - every result with `ack: false` (failed, in-flight, invalid unless dropped, store error,
- *   FIFO-blocked) becomes a `batchItemFailures` entry, so only those messages return to the queue.
+ *   FIFO-blocked) becomes a `batchItemFailures` entry, so only those messages return to the queue;
+ *   on a FIFO queue, so does every later record of a group after its first failure (a later copy of
+ *   an id that ran included), as AWS asks of a FIFO partial batch response;
  *   The event source mapping must have `functionResponseType: ReportBatchItemFailures`.
  *
  * - BabelQueue's schema gate: a `bq-schema-version` message attribute is checked as it is BEFORE
@@ -36,8 +38,9 @@ import { SCHEMA_VERSION_PROPERTY, schemaVersionRejection } from "../src/schema-g
 import { queueNameFromArn } from "../src/observability/index.js";
 import { jsonLogger } from "../src/observability/log.js";
 import { InvalidOptionError } from "../src/errors.js";
-import { type LambdaHandlerOptions, lambdaBatchRunner } from "./lambda-shared.js";
-import type { SqsParks } from "./sqs-parks.js";
+import { DEFAULT_DEADLINE_MARGIN_MS } from "../src/engine/settings.js";
+import { type LambdaHandlerOptions, lambdaBatchRunner, remainingMs } from "./lambda-shared.js";
+import type { ParkOutcome, SqsParks } from "./sqs-parks.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
 export interface SqsRuntimeContext {
@@ -60,7 +63,9 @@ export interface SqsHandlerOptions<Message = Envelope> extends LambdaHandlerOpti
    * `ChangeMessageVisibilityBatch`, so it is received once more, right after the lease — instead of
    * after every visibility timeout, each receive raising `ApproximateReceiveCount` toward the DLQ.
    * Give `sqsParks({ client: new SQSClient({}) })` (the role needs `sqs:ChangeMessageVisibility`);
-   * an extension, so an application without parks does not bundle them. Default: off (the queue's
+   * an extension, so an application without parks does not bundle them. The changes get what is left
+   * of the invocation, short of a quarter of `deadlineMarginMs`: a slow SQS only leaves its records on
+   * the queue's visibility timeout, never the batch unanswered. Default: off (the queue's
    * visibility timeout applies).
    */
   parks?: SqsParks | false;
@@ -120,6 +125,45 @@ function schemaVersionOf(record: SQSRecord): unknown {
   return typeof attribute?.stringValue === "string" ? attribute.stringValue : attribute;
 }
 
+/**
+ * Every record not acknowledged, and on a FIFO queue every record of a group after its first one not
+ * acknowledged: the engine runs nothing there, but a later copy of an id shares its first copy's
+ * fate (acknowledged when that one ran) and must not be deleted ahead of the group's failure.
+ */
+function failuresOf(records: readonly SQSRecord[], results: readonly (MessageResult | undefined)[]): SQSBatchItemFailure[] {
+  const stopped = new Set<string>();
+  const failures: SQSBatchItemFailure[] = [];
+  records.forEach((record, index) => {
+    const group = fifoGroupOf(record);
+    if (results[index]?.ack === true && (group === undefined || !stopped.has(group))) return;
+    if (group !== undefined) stopped.add(group);
+    failures.push(failure(record));
+  });
+  return failures;
+}
+
+/**
+ * The parks' outcome, or — when they have not answered `marginMs` before the invocation's deadline —
+ * a failed one: the batch's answer must reach Lambda in time. An SQS call that hangs (the SDK sets no
+ * request timeout by default) would otherwise run the invocation into its timeout, and Lambda would
+ * return the WHOLE batch: the acknowledged records too, the `commit-failed` ones to run again.
+ */
+async function withinDeadline(parking: Promise<ParkOutcome>, remaining: number | undefined, marginMs: number, size: number): Promise<ParkOutcome> {
+  if (remaining === undefined) return parking;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<ParkOutcome>((resolve) => {
+    timer = setTimeout(
+      () => resolve({ changed: 0, failed: size, error: Object.assign(new Error("parks did not answer before the invocation's deadline"), { name: "TimeoutError" }) }),
+      Math.max(0, remaining - marginMs),
+    );
+  });
+  try {
+    return await Promise.race([parking, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
   return { itemIdentifier: String(record?.messageId ?? "") };
 }
@@ -153,6 +197,8 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
     throw new InvalidOptionError("parks", 'must be sqsParks({ client }) from "babelqueue-serverless/lambda"');
   }
   const logger = options?.logger === false ? undefined : (options?.logger ?? jsonLogger());
+  // What the parks leave of the invocation: the engine's own flush margin (a quarter of deadlineMarginMs, checked above).
+  const answerMarginMs = (options.deadlineMarginMs ?? DEFAULT_DEADLINE_MARGIN_MS) / 4;
 
   return async (event, lambdaContext) => {
     const records: SQSRecord[] = Array.isArray(event?.Records) ? event.Records : [];
@@ -180,7 +226,8 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
       const results: MessageResult[] = await run({ deliveries, lambdaContext, queue });
       if (parks !== undefined) {
         // Parks only delay a redelivery: whatever they do (or throw), the batch's answer stands.
-        const outcome = await parks.park(records, results).catch((error: unknown) => ({ changed: 0, failed: records.length, error }));
+        const parking = parks.park(records, results).catch((error: unknown): ParkOutcome => ({ changed: 0, failed: records.length, error }));
+        const outcome = await withinDeadline(parking, remainingMs(lambdaContext), answerMarginMs, records.length);
         if (outcome.failed > 0) {
           const name = outcome.error instanceof Error ? outcome.error.name : typeof outcome.error;
           try {
@@ -190,9 +237,7 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
           }
         }
       }
-      return {
-        batchItemFailures: records.flatMap((record, index) => (results[index]?.ack === true ? [] : [failure(record)])),
-      };
+      return { batchItemFailures: failuresOf(records, results) };
     } catch {
       // The engine never throws for a message; if it throws at all, nothing is known to be done.
       return { batchItemFailures: records.map(failure) };

@@ -6,13 +6,14 @@
  * unreachable, the lease sized to the invocation, the DynamoDB requests per batch, and the
  * manifest's `sqs.attempts_reconciliation` cases.
  */
-import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+import { DynamoDBClient, GetItemCommand } from "@aws-sdk/client-dynamodb";
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { describe, expect, it } from "vitest";
 import type { Envelope } from "../../src/envelope.js";
 import type { HandlerContext } from "../../src/engine/index.js";
 import { fifoGroupOf, headersOf, redeliveriesOf, type SqsRuntimeContext, sqsHandler } from "../../handlers/lambda-sqs.js";
-import { DynamoDBStore, type DynamoDBStoreOptions } from "../../entry/dynamodb.js";
+import { DynamoDBStore, type DynamoDBStoreOptions, type DynamoDBTransaction, TransactionalDynamoDBStore } from "../../entry/dynamodb.js";
+import { txOf } from "../../src/transaction.js";
 import { commandsSent, freePort } from "../../scripts/dynamodb-local.mjs";
 import { STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { conformanceSkipReason, manifest, nextManifest, sampleBody } from "../support/conformance-data.js";
@@ -243,6 +244,30 @@ describe("sqsHandler on DynamoDB Local", () => {
     const response = await handler(event(records), lambdaContext());
     expect(failedIds(response)).toEqual(records.map((r) => r.messageId));
     expect(ran).toBe(0);
+  });
+
+  it("transactional mode: a handler that rejects with no reason (a bare reject()) writes nothing and its record is returned, not acknowledged", async () => {
+    const s = new TransactionalDynamoDBStore({ table, namespace: namespace(), clientConfig: clientConfig() });
+    const run = `tx-undefined-${Date.now().toString(36)}`;
+    const handler = sqsHandler({
+      store: s,
+      transactional: true,
+      logger: false,
+      handle: (_m, ctx) => {
+        txOf<DynamoDBTransaction>(ctx).put({ TableName: table, Item: { pk: { S: `effect#${run}#${ctx.key}` }, run: { S: run } } });
+        // A callback API wrapped by hand, failing as `reject()`: the rejection carries undefined.
+        if (ctx.key === `${run}-b`) return Promise.reject();
+        return undefined;
+      },
+    });
+    const records = [sqsRecord(sampleBody(`${run}-a`)), sqsRecord(sampleBody(`${run}-b`))];
+    const response = await handler(event(records), lambdaContext());
+    // The transaction rolled back: nothing of b was written, so b must come back.
+    expect(failedIds(response)).toEqual([records[1]?.messageId]);
+    const read = (id: string) => new DynamoDBClient(clientConfig()).send(new GetItemCommand({ TableName: table, Key: { pk: { S: `effect#${run}#${id}` } }, ConsistentRead: true }));
+    expect((await read(`${run}-a`)).Item).toBeDefined();
+    expect((await read(`${run}-b`)).Item).toBeUndefined();
+    expect(await s.seen(`${run}-b`)).toBe(false);
   });
 
   it("sizes the lease to the invocation's remaining time plus the margin", async () => {

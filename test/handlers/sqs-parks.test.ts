@@ -6,6 +6,7 @@
  * failed is touched, a refused change is logged and changes nothing else, and the option is checked.
  * The receives it saves are measured in test/reliability/parks.test.ts.
  */
+import { type AddressInfo, type Socket, createServer } from "node:net";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import type { SQSEvent } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -115,6 +116,33 @@ describe("parks come back when the lease ends", () => {
     const response = await handler(batch, lambdaContext());
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: (batch.Records[0] as SQSEvent["Records"][number]).messageId }]);
     down.destroy();
+  });
+
+  it("SQS stalled (accepts, never answers): the batch still answers before the Lambda deadline, as without parks", async () => {
+    // A real TCP endpoint that accepts the connection and never answers: the black hole a throttled or
+    // partitioned SQS endpoint is. The SDK has no request timeout by default, so the call hangs.
+    const sockets: Socket[] = [];
+    const stall = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => stall.listen(0, "127.0.0.1", resolve));
+    const endpoint = `http://127.0.0.1:${(stall.address() as AddressInfo).port}`;
+    const stalled = new SQSClient({ endpoint, region: "us-east-1", credentials: { accessKeyId: "t", secretAccessKey: "t" }, useQueueUrlAsEndpoint: false, maxAttempts: 1 });
+    try {
+      const store = new InMemoryStore();
+      await store.claim("stalled", 30_000);
+      const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: sqsParks({ client: stalled }) });
+      const batch = event(["stalled", "runs"]);
+      const remaining = 2_000;
+      const started = Date.now();
+      const answer = await Promise.race([handler(batch, lambdaContext(remaining)), new Promise<"killed">((resolve) => setTimeout(() => resolve("killed"), remaining))]);
+      // Past the deadline Lambda kills the invocation and the whole batch comes back, "runs" included.
+      expect(answer).toEqual({ batchItemFailures: [{ itemIdentifier: (batch.Records[0] as SQSEvent["Records"][number]).messageId }] });
+      expect(Date.now() - started).toBeLessThan(remaining);
+      expect((await store.inspect("runs"))?.status).toBe("done");
+    } finally {
+      stalled.destroy();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => stall.close(resolve));
+    }
   });
 
   it("the options are checked when the extension and the handler are built", () => {

@@ -224,4 +224,32 @@ describe("sqsHandler on a FIFO queue: a copy of an id in another group", () => {
     expect(ran).toEqual(["z-1"]);
     expect(await store.inspect("y-1")).toBeNull();
   });
+
+  it("a copy after its group's first failure is returned with the rest of the group, though its first copy ran", async () => {
+    const store = new InMemoryStore();
+    const ran: string[] = [];
+    const handler = sqsHandler({
+      store,
+      logger: false,
+      handle: async (message) => {
+        ran.push(String(message.meta.id));
+        if (message.meta.id === "y-2") throw new Error("y-2 fails (scripted)");
+      },
+    });
+    const records = [
+      sqsRecord(JSON.stringify(envelope("x-2")), { messageId: "m-x", group: "g" }),
+      sqsRecord(JSON.stringify(envelope("y-2")), { messageId: "m-y", group: "g" }),
+      sqsRecord(JSON.stringify(envelope("x-2")), { messageId: "m-x-copy", group: "g" }),
+      sqsRecord(JSON.stringify(envelope("z-2")), { messageId: "m-z", group: "g" }),
+      sqsRecord(JSON.stringify(envelope("w-2")), { messageId: "m-w", group: "h" }),
+    ];
+    const response = await handler({ Records: records }, lambdaContext());
+    // FIFO: nothing after the group's first failure is deleted, or the group's order is broken.
+    expect(response.batchItemFailures.map((one) => one.itemIdentifier)).toEqual(["m-y", "m-x-copy", "m-z"]);
+    expect(ran.filter((id) => id !== "w-2")).toEqual(["x-2", "y-2"]);
+    expect(ran).toContain("w-2");
+    // Its effect is committed: the copy comes back as a duplicate, after y-2.
+    expect((await store.inspect("x-2"))?.status).toBe("done");
+  });
 });
+
