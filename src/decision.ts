@@ -263,8 +263,13 @@ export function stillRunning(dedupe: DedupeMode, key: string | undefined, retryA
  * (the handler threw, its own condition failed, transient failures outlasted the retries) →
  * nothing was written, not acked, the claim is released.
  */
-export function afterTransaction(error: unknown, key: string): { readonly next: "stop" | "release"; readonly result: MessageResult } {
-  if (error === undefined) return { next: "stop", result: { status: "ran", ack: true, dedupe: "claim", handlerRan: true, key } };
+export function afterTransaction(
+  outcome: { readonly ok: true } | { readonly ok: false; readonly error: unknown },
+  key: string,
+): { readonly next: "stop" | "release"; readonly result: MessageResult } {
+  // `ok`, not "no error": a handler may reject with no value (`Promise.reject()`), and that is no commit.
+  if (outcome.ok) return { next: "stop", result: { status: "ran", ack: true, dedupe: "claim", handlerRan: true, key } };
+  const error = outcome.error;
   const result: MessageResult = { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key, error };
   return error instanceof FenceLostError ? { next: "stop", result } : { next: "release", result };
 }

@@ -300,18 +300,19 @@ export class BatchRun<Message, RC> {
     const { intercept, emit } = this.#scope;
     const key = item.key as string;
     const started = Date.now();
-    let error: unknown;
+    let outcome: RunOutcome = { ok: true };
     try {
       await store.transact({ id: key, token: item.token as string, ...(item.fingerprint === undefined ? {} : { fingerprint: item.fingerprint }) }, async (tx) => {
-        const outcome = await invoke(handle, intercept, item, { tx });
-        if (!outcome.ok) throw outcome.error;
+        const run = await invoke(handle, intercept, item, { tx });
+        if (!run.ok) throw run.error;
       });
-    } catch (thrown) {
-      error = thrown;
+    } catch (error) {
+      // Whatever was thrown, `undefined` included: the transaction did not commit.
+      outcome = { ok: false, error };
     }
-    emit?.({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: error === undefined });
+    emit?.({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: outcome.ok });
     this.#ran(item);
-    const next = afterTransaction(error, key);
+    const next = afterTransaction(outcome, key);
     if (next.next === "release") this.#release(item);
     this.#nudge();
     this.#finish(item, next.result, this.#answered);

@@ -246,11 +246,13 @@ describe("the deadline's verdicts", () => {
 
 describe("afterTransaction", () => {
   it("committed → ran and acked; fence lost → failed, claim not ours to release; else failed and released", () => {
-    expect(afterTransaction(undefined, "k")).toEqual({ next: "stop", result: { status: "ran", ack: true, dedupe: "claim", handlerRan: true, key: "k" } });
+    expect(afterTransaction({ ok: true }, "k")).toEqual({ next: "stop", result: { status: "ran", ack: true, dedupe: "claim", handlerRan: true, key: "k" } });
     const fence = new FenceLostError("k");
-    expect(afterTransaction(fence, "k")).toEqual({ next: "stop", result: { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key: "k", error: fence } });
+    expect(afterTransaction({ ok: false, error: fence }, "k")).toEqual({ next: "stop", result: { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key: "k", error: fence } });
     const thrown = new Error("handler");
-    expect(afterTransaction(thrown, "k")).toEqual({ next: "release", result: { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key: "k", error: thrown } });
+    expect(afterTransaction({ ok: false, error: thrown }, "k")).toEqual({ next: "release", result: { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key: "k", error: thrown } });
+    // A rejection with no value (`Promise.reject()`) is a failure too, never a commit.
+    expect(afterTransaction({ ok: false, error: undefined }, "k")).toEqual({ next: "release", result: { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key: "k", error: undefined } });
   });
 });
 
