@@ -215,6 +215,9 @@ export interface TransactionalStore<Tx> extends ClaimingStore {
    * - `TransactionConditionError` when a condition of the handler's own writes failed;
    * - `StoreUnavailableError` when transient failures (throttling, serialization failures, deadlocks)
    *   outlast the store's bounded retries.
+   * One exception to "nothing written": a `StoreUnavailableError` for a lost answer (the connection
+   * dropped during the commit, a timeout) may follow a commit that landed — both or neither, never one
+   * without the other; the id's record tells (done, or still in flight under this token).
    */
   transact(claim: FencedClaim, work: (tx: Tx) => Promise<void>): Promise<void>;
 }

@@ -21,7 +21,9 @@
  *     already ran included → `FenceLostError`.
  *     Another statement failing (a handler's constraint) → `TransactionConditionError`. D1's transient
  *     errors (connection lost, object reset, overloaded) → the row is read back: committed under my
- *     token → done; still mine → the batch is sent again (bounded); then `StoreUnavailableError`.
+ *     token → done; still mine → the batch is sent again (bounded); then `StoreUnavailableError`. A
+ *     resend whose fence fails reads the row once more: the lost send may have landed late (done under
+ *     my token → done).
  *
  * What this is *not*: interactive transactions. The handler cannot read its own uncommitted writes
  * or branch on them: D1 has no BEGIN over the wire; statements that must see each other go in order
@@ -322,13 +324,18 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
         return;
       } catch (error) {
         const message = error instanceof Error ? `${error.message} ${error.cause instanceof Error ? error.cause.message : ""}` : "";
-        if (message.includes(D1_FENCE_CONSTRAINT)) throw new FenceLostError(claim.id);
+        if (message.includes(D1_FENCE_CONSTRAINT)) {
+          // A resend's fence also fails when the earlier send, whose answer was lost, landed after the
+          // read-back: then it committed, and the row (done under my token) says so.
+          if (attempt > 0 && (await this.#committedBy(key, token))) return;
+          throw new FenceLostError(claim.id);
+        }
         if (!TRANSIENT.test(message)) {
           throw new TransactionConditionError(`a statement of the handler's batch failed (${describeFailure(error)})`, [], { cause: error });
         }
         // Ambiguous: did the batch commit before the connection broke? The row says.
         const row = await this.#read("transact", key);
-        if (row?.status === "done" && row.token === token) return;
+        if (isCommittedBy(row, token)) return;
         if (row?.status !== "in-flight" || row.token !== token) throw new FenceLostError(claim.id);
         if (attempt >= this.maxTransactionRetries) {
           throw new StoreUnavailableError(STORE_NAME, "transact", `${describeFailure(error)} on every one of ${attempt + 1} attempts`, { cause: error });
@@ -343,6 +350,11 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
     const keys = await this.#keys(claims.map((claim) => claim.id));
     const json = JSON.stringify(keys.map((key, i) => [key, (claims[i] as ClaimRef).token]));
     return (await this.#call(operation, () => this.#sql_(this.#sql.release, json).run())).meta?.changes ?? 0;
+  }
+
+  /** True when `key`'s row is done under `token`: this claim's transactional batch committed. */
+  async #committedBy(key: string, token: string): Promise<boolean> {
+    return isCommittedBy(await this.#read("transact", key), token);
   }
 
   async #read(operation: string, key: string): Promise<Row | undefined> {
@@ -366,6 +378,11 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
       throw storeFailure(STORE_NAME, operation, error, { cause: "original" });
     }
   }
+}
+
+/** The commit statement keeps the token on the done row, so that a resent batch can tell it committed. */
+function isCommittedBy(row: Row | undefined, token: string): boolean {
+  return row?.status === "done" && row.token === token;
 }
 
 function verdict(row: Row): Claim {

@@ -118,6 +118,25 @@ describe("transactional mode through the engine", () => {
         expect(Object.fromEntries(await backend.effects(tag))).toEqual({ "ok-1": 1, "ok-2": 1, bad: 1 });
       });
 
+      it("a handler rejecting with no reason (Promise.reject(), throw undefined) fails: not acked, nothing written, released", async () => {
+        const tag = `u-${backend.name}-${Date.now()}`;
+        const store = backend.store(tag);
+        let fail = true;
+        const engine = new BatchEngine(store, async (_m, ctx) => {
+          await backend.write(tag)(ctx.key as string, ctx.tx);
+          // A rejection without a value is still a rejection: the transaction is rolled back.
+          if (fail) return Promise.reject();
+        }, { transactional: true });
+        const [result] = await engine.process([{ body: envelope("no-reason"), context: {} }]);
+        expect(result).toMatchObject({ status: "failed", ack: false, handlerRan: true });
+        expect(Object.fromEntries(await backend.effects(tag))).toEqual({});
+        // Released, not left in flight: the redelivery runs at once and commits the only effect.
+        fail = false;
+        const [again] = await engine.process([{ body: envelope("no-reason"), context: {} }]);
+        expect(again?.status).toBe("ran");
+        expect(Object.fromEntries(await backend.effects(tag))).toEqual({ "no-reason": 1 });
+      });
+
       it("a stale owner — lease over, id re-claimed — writes nothing: FenceLostError, not acked, not released", async () => {
         const tag = `b-${backend.name}-${Date.now()}`;
         const store = backend.store(tag);

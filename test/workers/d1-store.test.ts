@@ -50,17 +50,26 @@ class Counted {
     return this.real.all();
   }
 }
-/** `failBatch(n)`: a scripted connection loss on the n-th transactional batch (claims' 2-statement batches pass). */
-function countingDb(sent: string[], failBatch?: (attempt: number) => "before" | "after" | undefined) {
+/**
+ * `failBatch(n)`: a scripted connection loss on the n-th transactional batch (claims' 2-statement batches pass):
+ * "before" it ran, "after" it ran, or "late" — lost on the way, then landing just before the next batch.
+ */
+function countingDb(sent: string[], failBatch?: (attempt: number) => "before" | "after" | "late" | undefined) {
   let attempts = 0;
+  let landing: D1PreparedStatement[] | undefined;
   return {
     prepare: (query: string) => new Counted(db.prepare(query), sent),
     batch: async (statements: unknown[]) => {
       sent.push(`batch(${statements.length})`);
       const real = statements.map((s) => (s instanceof Counted ? s.real : (s as D1PreparedStatement)));
+      if (landing !== undefined) {
+        await db.batch(landing).catch(() => undefined);
+        landing = undefined;
+      }
       if (statements.length !== 2) attempts += 1;
       const fault = statements.length === 2 ? undefined : failBatch?.(attempts);
-      if (fault === "before") throw new Error("D1_ERROR: Network connection lost.");
+      if (fault === "late") landing = real;
+      if (fault === "before" || fault === "late") throw new Error("D1_ERROR: Network connection lost.");
       const results = await db.batch(real);
       if (fault === "after") throw new Error("D1_ERROR: Network connection lost.");
       return results;
@@ -231,6 +240,18 @@ describe("D1Store transactional mode", () => {
     await before.transact(claimB, async (tx) => tx.add(effect(b, "once")));
     expect(lostBefore).toEqual(["batch(3)", "all", "batch(3)", "all", "batch(3)"]);
     expect(await effectsOf(b)).toEqual(["once"]);
+
+    // Lost on the way, read back still in flight, then landing before the resend: the resend's fence
+    // fails because the first batch committed — committed, not a lost fence.
+    const lostLate: string[] = [];
+    const late = new D1Store(countingDb(lostLate, (n) => (n === 1 ? "late" : undefined)), { namespace: namespace() });
+    const l = `tx-lost-late-${namespace()}`;
+    const claimL = await owned(late, l);
+    lostLate.length = 0;
+    await late.transact(claimL, async (tx) => tx.add(effect(l, "once")));
+    expect(lostLate.slice(0, 3)).toEqual(["batch(3)", "all", "batch(3)"]);
+    expect(await effectsOf(l)).toEqual(["once"]);
+    expect((await late.inspect(l))?.status).toBe("done");
 
     const never = new D1Store(countingDb([], () => "before"), { namespace: namespace(), maxTransactionRetries: 1 });
     const c = await owned(never, `tx-lost-always-${namespace()}`);
