@@ -6,8 +6,8 @@
  * (longer under caching) to be visible from other locations — and it has no atomic
  * compare-and-set. So two deliveries of one message can both read "not seen" and both run: any
  * two whose runs overlap, even in one location (nothing makes the second wait: there is no claim),
- * and one that reads within about 60 s of a commit made in another location. So this store is a `Store`, never a `ClaimingStore`: the batch engine
- * uses it in seen-set mode (skip what is committed, run the rest, `remember` on success), and the
+ * and one that reads within about 60 s of a commit made in another location. So this store is a
+ * `Store`, never a `ClaimingStore`: the batch engine uses it in seen-set mode (skip what is committed, run the rest, `remember` on success), and the
  * types keep it out of claim mode. Use `DurableObjectStore` when two runs must never overlap.
  *
  * Each committed id is one KV key (`{namespace}:{id}`, hashed past 512 bytes by `storeKey`) whose
@@ -87,7 +87,8 @@ const KV_OPTION_KEYS = optionKeys<KVStoreOptions>({ namespace: true, retentionMs
 /**
  * A seen-set store on Workers KV (`seen` / `remember` / `forget`, no claim: KV is eventually
  * consistent and has no compare-and-set). Two deliveries whose runs overlap (in any location), or
- * that come within about 60 s of a commit made elsewhere, can both run; use `DurableObjectStore` or `D1Store` when that must never happen.
+ * that come within about 60 s of a commit made elsewhere, can both run; use `DurableObjectStore` or
+ * `D1Store` when that must never happen.
  *
  * @example
  * ```ts
