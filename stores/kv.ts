@@ -8,7 +8,8 @@
  * two whose runs overlap, even in one location (nothing makes the second wait: there is no claim),
  * and one that reads within about 60 s of a commit made in another location. So this store is a
  * `Store`, never a `ClaimingStore`: the batch engine uses it in seen-set mode (skip what is
- * committed, run the rest, `remember` on success), and the types keep it out of claim mode. Use `DurableObjectStore` when two runs must never overlap.
+ * committed, run the rest, `remember` on success), and the types keep it out of claim mode. Use
+ * `DurableObjectStore` when two runs must never overlap.
  *
  * Each committed id is one KV key (`{namespace}:{id}`, hashed past 512 bytes by `storeKey`) whose
  * value is its retention deadline (epoch ms), followed by `:` and the payload fingerprint when the
