@@ -20,6 +20,14 @@ export function malformed(operation: string): StoreUnavailableError {
   return new StoreUnavailableError("store", operation, "returned an answer of the wrong shape");
 }
 
+/**
+ * A store call's failure as an error that is never `undefined`: a store may reject with no reason
+ * (a bare `reject()`), and the commit and release steps read "no error" as success.
+ */
+function reasonOf(error: unknown): unknown {
+  return error === undefined ? new StoreUnavailableError("store", "a step", "rejected without a reason") : error;
+}
+
 /** Settles every call into a value or an error (a synchronous throw included). */
 export async function settleEach<T>(calls: readonly (() => T | Promise<T>)[]): Promise<Answer<T>[]> {
   return Promise.all(
@@ -27,7 +35,7 @@ export async function settleEach<T>(calls: readonly (() => T | Promise<T>)[]): P
       try {
         return { ok: true, value: await call() };
       } catch (error) {
-        return { ok: false, error };
+        return { ok: false, error: reasonOf(error) };
       }
     }),
   );
@@ -58,7 +66,8 @@ export async function batchOrEach<T>(
     values = await many();
     if (!Array.isArray(values) || values.length !== count) throw malformed(operation);
   } catch (error) {
-    return Array.from({ length: count }, () => ({ ok: false as const, error }));
+    const reason = reasonOf(error);
+    return Array.from({ length: count }, () => ({ ok: false as const, error: reason }));
   }
   return values.map((value): Answer<T> => {
     const failed = failureOf?.(value);
@@ -85,7 +94,7 @@ export async function voidStep(count: number, many: (() => Promise<unknown>) | u
     await many();
     return undefined;
   } catch (error) {
-    return new Array<unknown>(count).fill(error);
+    return new Array<unknown>(count).fill(reasonOf(error));
   }
 }
 

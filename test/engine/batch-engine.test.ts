@@ -152,6 +152,28 @@ describe("the decision table", () => {
     expect(results[0]?.error).toBeInstanceOf(StoreUnavailableError);
   });
 
+  it("a commit step rejecting with no reason is a failed commit, not a commit (batch form and per id)", async () => {
+    const store = new InMemoryStore();
+    const bare = override(store, { rememberMany: () => Promise.reject() });
+    const results = await new BatchEngine(bare, () => {}, { commitRetries: 0 }).process(deliveries([envelope("u1"), envelope("u2")]));
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["commit-failed", true],
+      ["commit-failed", true],
+    ]);
+    expect(results[0]?.error).toBeInstanceOf(StoreUnavailableError);
+    expect((await store.inspect("u1"))?.status).toBe("in-flight");
+    const perId: ClaimingStore = {
+      seen: (id) => store.seen(id),
+      remember: () => Promise.reject(),
+      forget: (id) => store.forget(id),
+      claim: (id, leaseMs, fingerprint) => store.claim(id, leaseMs, fingerprint),
+      release: (id, token) => store.release(id, token),
+    };
+    const one = await new BatchEngine(perId, () => {}, { commitRetries: 0 }).process(deliveries([envelope("u3")]));
+    expect(one[0]).toMatchObject({ status: "commit-failed", ack: true });
+    expect(one[0]?.error).toBeInstanceOf(StoreUnavailableError);
+  });
+
   it("retries a failed commit step before reporting commit-failed", async () => {
     const store = new InMemoryStore();
     let failures = 2;
