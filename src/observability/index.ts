@@ -16,7 +16,8 @@
  * them; this module knows nothing but the `ObservabilityExtension` shape (a user may write their own).
  *
  * What this is *not*: a place where an outcome changes. Every observer is fenced: one that throws
- * is ignored, and the engine's result is returned untouched.
+ * is ignored, and the engine's result is returned untouched; an extension's `run` or `intercept`
+ * that throws neither stops the work it wraps nor replaces that work's outcome (`fencedAround`).
  */
 import { InvalidOptionError } from "../errors.js";
 import type { EngineEvent, RunInterceptor } from "../events.js";
@@ -135,6 +136,26 @@ function fenced(call: () => void): void {
   }
 }
 
+/**
+ * `around(work)`, fenced: an extension that wraps work (a batch, a handler run) must not change what
+ * the work does. The work runs exactly once — inside `around` when it gets that far, else after it —
+ * and its own outcome is returned, whatever `around` throws (e.g. the OpenTelemetry SDK's span
+ * processors run inside startSpan and span.end() without a catch: a buggy one throws from there).
+ */
+async function fencedAround<T>(around: (work: () => Promise<T>) => Promise<T>, work: () => Promise<T>): Promise<T> {
+  let running: Promise<T> | undefined;
+  const once = (): Promise<T> => {
+    running ??= work();
+    return running;
+  };
+  try {
+    await around(once);
+  } catch {
+    // The extension's failure, not the work's: the work's own outcome follows.
+  }
+  return once();
+}
+
 const runAsIs = <T>(work: () => Promise<T>): Promise<T> => work();
 const ignore = (): void => undefined;
 
@@ -164,7 +185,8 @@ export function createObservability<Env = unknown>(
         const inner = part.intercept;
         if (inner === undefined) continue;
         const outer = intercept;
-        intercept = outer === undefined ? inner : (run, info) => outer(() => inner(run, info), info);
+        const fencedInner: RunInterceptor = (run, info) => fencedAround((work) => inner(work, info), run);
+        intercept = outer === undefined ? fencedInner : (run, info) => outer(() => fencedInner(run, info), info);
       }
       return {
         observe: (event) => {
@@ -177,7 +199,7 @@ export function createObservability<Env = unknown>(
             const around = part.run;
             if (around === undefined) continue;
             const inner = wrapped;
-            wrapped = () => around(inner);
+            wrapped = () => fencedAround(around, inner);
           }
           try {
             return await wrapped();

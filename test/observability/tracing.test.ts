@@ -10,8 +10,10 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { createHash } from "node:crypto";
 import * as otel from "@opentelemetry/api";
-import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor, type SpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { sqsHandler } from "../../handlers/lambda-sqs.js";
+import { lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { createObservability } from "../../src/observability/index.js";
 import type { OtelApi } from "../../src/observability/otel-api.js";
@@ -262,4 +264,39 @@ describe("spans from synthetic event sequences", () => {
     expect(createObservability({ logger: false }, { system: "aws_sqs" }).batch().intercept).toBeUndefined();
     expect(() => createObservability({ tracing: otelTracing({ api: {} as OtelApi }) }, { system: "aws_sqs" })).toThrow(/option "tracing"/);
   });
+});
+
+/** A span processor (the SDK's own extension point) that throws where `where` says, as a buggy one does. */
+function throwingProcessor(where: "onStart" | "onEnd"): SpanProcessor {
+  const fail = () => {
+    throw new TypeError("span processor bug");
+  };
+  return {
+    onStart: where === "onStart" ? fail : () => undefined,
+    onEnd: where === "onEnd" ? fail : () => undefined,
+    forceFlush: async () => undefined,
+    shutdown: async () => undefined,
+  };
+}
+
+describe("a tracer that throws never changes an outcome", () => {
+  // The real SDK calls a span processor's onStart from startSpan and its onEnd from span.end(),
+  // without a catch: a processor's bug surfaces as a throw from those calls.
+  for (const where of ["onStart", "onEnd"] as const) {
+    it(`a span processor throwing in ${where}: every handler runs once, the batch is answered, the ids are done`, async () => {
+      const broken = new BasicTracerProvider({ spanProcessors: [throwingProcessor(where)] });
+      const store = new InMemoryStore({ namespace: `trace-${where}` });
+      const ran: string[] = [];
+      const handler = sqsHandler({
+        store,
+        logger: false,
+        tracing: otelTracing({ api, tracer: broken.getTracer("broken") }),
+        handle: (_message, context) => void ran.push(context.key ?? ""),
+      });
+      const response = await handler({ Records: [sqsRecord(body("t-1")), sqsRecord(body("t-2"))] }, lambdaContext());
+      expect(response.batchItemFailures).toEqual([]);
+      expect(ran.sort()).toEqual(["t-1", "t-2"]);
+      expect([await store.seen("t-1"), await store.seen("t-2")]).toEqual([true, true]);
+    });
+  }
 });
