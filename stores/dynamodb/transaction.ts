@@ -159,7 +159,12 @@ export async function transactDynamoDB(
       // Refused as a whole (two actions on one item the checks could not see, a malformed expression):
       // the handler's actions can never pass as they are.
       if (error instanceof Error && error.name === "ValidationException") {
-        throw new TransactionConditionError(`DynamoDB refused the handler's actions: ${error.message.slice(0, 200)}`, [], { cause: error });
+        // Not DynamoDB's words: they may quote the handler's values ("Input collection [a, a] contains duplicates").
+        throw new TransactionConditionError(
+          "DynamoDB refused the handler's actions (ValidationException): e.g. two actions on one item, a malformed expression or an invalid value",
+          [],
+          { cause: error },
+        );
       }
       throw unavailable(deps.table, error);
     }

@@ -219,6 +219,21 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
     expect((await store.claim(claim.id)).status).toBe("in-flight");
   });
 
+  it("a refusal that quotes the handler's values (a string set with a duplicate) does not carry them in its message", async () => {
+    const { store, transact } = setup();
+    const claim = await owned(store, `quoted-${suffix}`);
+    // DynamoDB answers "Input collection [card 4111 1111 1111 1111, card 4111 1111 1111 1111] contains duplicates".
+    const card = "card 4111 1111 1111 1111";
+    const failure = await transact(claim, async (tx) => {
+      tx.put({ TableName: effects, Item: { messageId: { S: claim.id }, note: { S: "set" }, cards: { SS: [card, card] } } });
+    }).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(TransactionConditionError);
+    expect((failure as Error).message).not.toContain("4111");
+    expect((failure as Error).message).toMatch(/^transaction not committed: DynamoDB refused the handler's actions \(ValidationException\)/);
+    expect(await effectsOf(claim.id)).toEqual([]);
+    expect((await store.claim(claim.id)).status).toBe("in-flight");
+  });
+
   it("hashes a claim token longer than 36 characters into the ClientRequestToken", async () => {
     const requestClient = new DynamoDBClient(localClientConfig(endpoint));
     let token: string | undefined;
