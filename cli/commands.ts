@@ -164,9 +164,15 @@ export interface ForgetReport {
   readonly error?: string;
 }
 
+/** One id of a dry run: nothing forgotten; its status before, and the store's error when it could not be read. */
+function dryRunReport(id: string, before: IdReport | undefined): ForgetReport {
+  if (before === undefined) return { id, forgotten: false };
+  return { id, forgotten: false, before: before.status, ...(before.error === undefined ? {} : { error: before.error }) };
+}
+
 /**
- * `forget`: exit 0 when done (or a dry run by design), 1 when the store failed or an in-flight id
- * was refused without `yes`.
+ * `forget`: exit 0 when done (or a dry run by design), 1 when the store failed (a dry run's look-up
+ * included) or an in-flight id was refused without `yes`.
  */
 export async function forgetCommand(
   store: Store,
@@ -180,8 +186,10 @@ export async function forgetCommand(
   const dryRun = options.dryRun || (!options.yes && (ids.length > 1 || inFlight.length > 0));
 
   if (dryRun) {
-    const reports: ForgetReport[] = ids.map((id, i) => ({ id, forgotten: false, ...(before?.[i] === undefined ? {} : { before: before[i].status }) }));
+    const reports: ForgetReport[] = ids.map((id, i) => dryRunReport(id, before?.[i]));
     const refused = !options.dryRun && ids.length === 1 && inFlight.length > 0;
+    // A dry run that could not look an id up has not shown what forgetting would do: a store failure.
+    const failed = before?.some((report) => report.status === "error") ?? false;
     if (options.json) output.out(JSON.stringify({ store: options.label, dryRun: true, results: reports }));
     else {
       output.out(options.label);
@@ -192,7 +200,7 @@ export async function forgetCommand(
       }
       output.out("pass --yes to forget them");
     }
-    return refused ? 1 : 0;
+    return refused || failed ? 1 : 0;
   }
 
   const results = await inParallel(ids, async (id): Promise<ForgetReport> => {

@@ -230,6 +230,20 @@ describe("store failures and usage", () => {
     expect(result.out + result.err).not.toContain("pa55word");
   });
 
+  it("forget's dry run with the store unreachable: exit 1 and the error shown, never a clean 'would forget'", async () => {
+    const port = await freePort();
+    const flags = ["--store", "dynamodb", "--table", table, "--endpoint", `http://127.0.0.1:${port}`];
+    // Several ids (a dry run until --yes), and one id with --dry-run: neither could be looked up.
+    const several = await cli(["forget", "a", "b", ...flags]);
+    expect(several.code).toBe(1);
+    expect(several.out).toContain("StoreUnavailableError");
+    const dry = await cli(["forget", "a", "--dry-run", "--json", ...flags]);
+    expect(dry.code).toBe(1);
+    const [report] = dry.json().results as { id: string; forgotten: boolean; before?: string; error?: string }[];
+    expect(report).toMatchObject({ id: "a", forgotten: false, before: "error" });
+    expect(report?.error).toMatch(/^StoreUnavailableError: DynamoDBStore\.inspect failed/);
+  });
+
   it("Upstash with a wrong token: exit 1, and neither token is printed", async () => {
     const wrong = "wrong-token-0123456789abcdef";
     const result = await cli(["inspect", "x"], { UPSTASH_REDIS_REST_URL: upstashUrl, UPSTASH_REDIS_REST_TOKEN: wrong });
