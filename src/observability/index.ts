@@ -80,7 +80,8 @@ export interface ObservabilityOptions<Env = unknown> {
   /**
    * Outcome logs: one line per delivery that was not a plain `ran`, and per store error. Default:
    * JSON lines on stdout/stderr. Give a Powertools `Logger`, pino or `console` to route them
-   * (called as `logger.warn(message, fields)`), or `false` to silence them.
+   * (called as `logger.warn(message, fields)`; pino as `logger.warn(fields, message)`, its own
+   * order), or `false` to silence them.
    */
   logger?: LoggerLike | false;
   /**

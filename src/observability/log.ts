@@ -14,8 +14,10 @@
  *
  * The logger is anything with `info` / `warn` / `error` taking `(message, ...extra)`: a
  * Powertools `Logger` (the fields become keys of its JSON line, next to its Lambda context keys),
- * pino, `console`, or `jsonLogger()` (the default: one JSON object per line, written straight to
- * stdout/stderr on Node — past Lambda's console prefix — and to `console` elsewhere).
+ * `console`, or `jsonLogger()` (the default: one JSON object per line, written straight to
+ * stdout/stderr on Node — past Lambda's console prefix — and to `console` elsewhere). pino takes
+ * `(fields, message)` and drops an object given after the message (it reads it as a printf
+ * argument), so a pino logger — recognised by its shape, `fieldsFirst` — is called that way.
  *
  * What this is *not*: a general logger. A plain `ran` is not logged (count it with metrics), and
  * nothing here changes an outcome: a logger that throws is ignored.
@@ -174,6 +176,16 @@ export function jsonLogger(write: LineWriter = writeLine): LoggerLike {
   return { info: log("info"), warn: log("warn"), error: log("error") };
 }
 
+/**
+ * Whether `logger` takes its fields before the message: pino (`logger.warn(fields, message)`), known
+ * by its `levels.values` table and `bindings()` method, which no `(message, fields)` logger here has.
+ * Other fields-first loggers (bunyan) need a three-line adapter; see docs/operating/observability.md.
+ */
+export function fieldsFirst(logger: LoggerLike): boolean {
+  const candidate = logger as { levels?: { values?: unknown }; bindings?: unknown };
+  return typeof candidate.bindings === "function" && typeof candidate.levels?.values === "object" && candidate.levels.values !== null;
+}
+
 /** Checks a `logger` option: a LoggerLike, `false`, or undefined (the default JSON logger). */
 export function isLoggerLike(value: unknown): value is LoggerLike {
   if (typeof value !== "object" && typeof value !== "function") return false;
@@ -189,13 +201,15 @@ export function isLoggerLike(value: unknown): value is LoggerLike {
 export function outcomeLogger(logger: LoggerLike | false | undefined, queue?: string): ((event: EngineEvent) => void) | undefined {
   if (logger === false) return undefined;
   const target = logger ?? jsonLogger();
+  const swap = fieldsFirst(target);
   return (event) => {
     let line: OutcomeLine | undefined;
     if (event.type === "result") line = resultLine(event, queue);
     else if (event.type === "store-error") line = storeErrorLine(event, queue);
     if (line === undefined) return;
     try {
-      target[line.level](line.message, line.fields);
+      if (swap) (target[line.level] as (...args: unknown[]) => unknown)(line.fields, line.message);
+      else target[line.level](line.message, line.fields);
     } catch {
       // A logger must never change an outcome.
     }

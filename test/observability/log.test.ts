@@ -4,6 +4,7 @@
  * outage: a closed port). Never a body, a token, a credential or an error message.
  */
 import { Logger } from "@aws-lambda-powertools/logger";
+import { pino } from "pino";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { GroupBlockedError, InvalidMessageError, PayloadConflictError, StoreUnavailableError } from "../../src/errors.js";
 import { InMemoryStore } from "../../src/memory-store.js";
@@ -151,6 +152,34 @@ describe("outcome lines from synthetic events", () => {
       retryAfterMs: 1500,
       queue: "orders",
     });
+  });
+
+  it("gives pino its own order, fields first: every field lands in pino's JSON line, the message as msg", () => {
+    const out: string[] = [];
+    const logger = pino({ base: { service: "orders-consumer" } }, { write: (chunk: string) => out.push(chunk) });
+    // Through the handler's option path, the way users pass it (type-checked as a LoggerLike).
+    const batch = createObservability({ logger }, { system: "aws_sqs" }).batch({ queue: "orders" });
+    batch.observe(result(0, "in-flight", { key: "p", messageId: "m-p", attempts: 1, retryAfterMs: 1500 }));
+    batch.observe(result(1, "failed", { key: "q", error: Object.assign(new TypeError(`declined ${SECRET}`), { code: "DECLINED" }) }));
+    // A child logger is a pino logger too.
+    outcomeLogger(logger.child({ invocation: "i-1" }))?.(result(2, "duplicate", { key: "r" }));
+    const lines = out.map((chunk) => JSON.parse(chunk) as Record<string, unknown>);
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatchObject({
+      level: 30,
+      service: "orders-consumer",
+      msg: "in flight: another delivery holds this id, retried later",
+      logger: "babelqueue-serverless",
+      status: "in-flight",
+      key: "p",
+      messageId: "m-p",
+      attempts: 1,
+      retryAfterMs: 1500,
+      queue: "orders",
+    });
+    expect(lines[1]).toMatchObject({ level: 40, msg: "handler failed, retried", status: "failed", key: "q", error: { name: "TypeError", code: "DECLINED" } });
+    expect(lines[2]).toMatchObject({ level: 30, invocation: "i-1", status: "duplicate", key: "r" });
+    expect(out.join("")).not.toContain(SECRET);
   });
 
   it("rejects a logger option that is not one", () => {
