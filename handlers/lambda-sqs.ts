@@ -126,18 +126,13 @@ function schemaVersionOf(record: SQSRecord): unknown {
 }
 
 /**
- * Every record not acknowledged, and on a FIFO queue every record of a group after its first one not
- * acknowledged: the engine runs nothing there, but a later copy of an id shares its first copy's
- * fate (acknowledged when that one ran) and must not be deleted ahead of the group's failure.
+ * Every record not acknowledged. On a FIFO queue that is every record of a group from its first one
+ * not acknowledged on, copies of an id included: the engine blocks a group's tail (`#block`).
  */
 function failuresOf(records: readonly SQSRecord[], results: readonly (MessageResult | undefined)[]): SQSBatchItemFailure[] {
-  const stopped = new Set<string>();
   const failures: SQSBatchItemFailure[] = [];
   records.forEach((record, index) => {
-    const group = fifoGroupOf(record);
-    if (results[index]?.ack === true && (group === undefined || !stopped.has(group))) return;
-    if (group !== undefined) stopped.add(group);
-    failures.push(failure(record));
+    if (results[index]?.ack !== true) failures.push(failure(record));
   });
   return failures;
 }

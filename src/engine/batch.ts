@@ -172,7 +172,10 @@ export class BatchRun<Message, RC> {
       else await raceTimer(lanes, answerAt - Date.now());
     }
     this.#stopped = true;
-    for (const item of items) if (!item.reported && item.stage === "waiting" && item.firstCopy === undefined) this.#notStarted(item);
+    // Not started: the runnable items a lane never reached, grouped copies included.
+    for (const item of items) {
+      if (!item.reported && item.stage === "waiting" && (item.firstCopy === undefined || item.delivery.group !== undefined)) this.#notStarted(item);
+    }
 
     // Commits and releases still queued or in flight: wait for them (until just before the deadline).
     if (!this.#commits.idle || !this.#releases.idle) {
@@ -207,12 +210,13 @@ export class BatchRun<Message, RC> {
 
   /**
    * A grouped copy holds its lane until its first copy (an earlier item: in another lane, earlier
-   * in this one, or decided at the gate) is final: the copy's own result (`copyOf`) says whether
-   * the lane goes on. Not sooner, as a lane goes on past its own item whose commit is in flight:
-   * a copy whose payload differs is a conflict even when its first copy ran. Undefined: step it now.
+   * in this one, or decided at the gate) is final: the copy's own result (`copyOf`, given when its
+   * lane steps it) says whether the lane goes on. Not sooner, as a lane goes on past its own item
+   * whose commit is in flight: a copy whose payload differs is a conflict even when its first copy
+   * ran. Undefined: step it now.
    */
   #park(item: Item<Message, RC>): Promise<void> | undefined {
-    if (item.firstCopy === undefined || item.reported) return undefined;
+    if (item.firstCopy === undefined || item.reported || this.#items[item.firstCopy]?.reported) return undefined;
     this.#waits ??= new Map();
     let wait = this.#waits.get(item.firstCopy);
     if (wait === undefined) {
@@ -224,7 +228,7 @@ export class BatchRun<Message, RC> {
     return wait.promise;
   }
 
-  /** `item` is final: the lanes parked on its copies go on (its copies are final by then, as `#finish` reports them at once). */
+  /** `item` is final: the lanes parked on its grouped copies go on (each copy is decided when its lane steps it). */
   #wake(item: Item<Message, RC>): void {
     this.#waits?.get(item.index)?.wake();
   }
@@ -249,6 +253,7 @@ export class BatchRun<Message, RC> {
    * the handler's run continues straight into `#afterRun`).
    */
   #step(item: Item<Message, RC>): boolean | Promise<boolean> {
+    if (item.firstCopy !== undefined) return this.#stepCopy(item, this.#items[item.firstCopy] as Item<Message, RC>);
     if (this.#decideAtGate(item)) return (item.result as MessageResult).ack;
     if (item.gate === undefined) return false;
     item.stage = "running";
@@ -256,6 +261,16 @@ export class BatchRun<Message, RC> {
     this.#unstarted -= 1;
     if (this.#settings.transactional && item.token !== undefined) return this.#transact(item);
     return invoke(this.#settings.handle, this.#scope.intercept, item).then((outcome) => this.#afterRun(item, outcome));
+  }
+
+  /** A grouped copy, reached in its lane once its first copy is final: it takes that fate (`copyOf`). */
+  #stepCopy(copy: Item<Message, RC>, first: Item<Message, RC>): boolean {
+    if (!copy.reported) this.#finish(copy, this.#copyResult(first, copy));
+    return (copy.result as MessageResult).ack;
+  }
+
+  #copyResult(first: Item<Message, RC>, copy: Item<Message, RC>): MessageResult {
+    return copyOf(first.result as MessageResult, this.#settings.policy, { first: first.fingerprint, copy: copy.fingerprint, stored: storedFingerprint(first) });
   }
 
   /** The handler returned (or threw): queue the commit, or the release and the final result. */
@@ -325,8 +340,9 @@ export class BatchRun<Message, RC> {
 
   #block(rest: readonly Item<Message, RC>[]): void {
     for (const item of rest) {
-      // A copy is never blocked: it takes its first copy's fate (`copyOf`), whatever its lane does.
-      if (item.reported || item.firstCopy !== undefined) continue;
+      // A copy in the group's tail is blocked too, whatever its first copy's fate: FIFO answers
+      // everything after a group's first failure as not done (SQS asks for it; a copy holds no claim).
+      if (item.reported) continue;
       const group = item.delivery.group as string;
       this.#release(item);
       this.#finish(item, blocked(new GroupBlockedError(group), item.dedupe, item.key));
@@ -364,11 +380,10 @@ export class BatchRun<Message, RC> {
         // The adapter's callback must never change an outcome.
       }
     }
+    // Ungrouped copies are in no lane: final with their first copy. Grouped ones wait for their lane.
     const copies = this.#copies?.get(item.index);
     if (copies === undefined) return;
-    for (const copy of copies) {
-      this.#finish(copy, copyOf(result, this.#settings.policy, { first: item.fingerprint, copy: copy.fingerprint, stored: storedFingerprint(item) }));
-    }
+    for (const copy of copies) if (copy.delivery.group === undefined) this.#finish(copy, this.#copyResult(item, copy));
   }
 }
 

@@ -14,7 +14,7 @@ import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine/index.js";
 import type { EngineOptions, Handler } from "../../src/engine/types.js";
 import type { Envelope } from "../../src/envelope.js";
-import { GroupBlockedError, type InvalidMessageError, PayloadConflictError } from "../../src/errors.js";
+import { DeadlineExceededError, GroupBlockedError, type InvalidMessageError, PayloadConflictError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { envelopeBody } from "../support/envelopes.js";
@@ -195,7 +195,7 @@ describe("FIFO: a copy of an id keeps its place in its own group", () => {
     expect((await store.inspect("Y"))?.status).toBe("done");
   });
 
-  it("a copy behind a failure in its group is not blocked: it takes its first copy's fate, a duplicate once that ran", async () => {
+  it("a copy behind a failure in its group is blocked, though its first copy ran: FIFO answers the group's whole tail", async () => {
     const runs: string[] = [];
     const engine = new BatchEngine(new InMemoryStore(), (_m, ctx) => {
       runs.push(ctx.key as string);
@@ -205,9 +205,12 @@ describe("FIFO: a copy of an id keeps its place in its own group", () => {
     expect(results.map((r) => [r.status, r.ack])).toEqual([
       ["ran", true],
       ["failed", false],
-      ["duplicate", true],
+      ["failed", false],
       ["failed", false],
     ]);
+    // Not a duplicate to delete ahead of F's redelivery: SQS FIFO asks for everything after a failure.
+    expect(results[2]?.error).toBeInstanceOf(GroupBlockedError);
+    expect(results[2]?.handlerRan).toBe(false);
     expect(results[3]?.error).toBeInstanceOf(GroupBlockedError);
     expect(runs.sort()).toEqual(["F", "X"]);
   });
@@ -228,7 +231,7 @@ describe("FIFO: a copy of an id keeps its place in its own group", () => {
     expect(await store.inspect("Y")).toBeNull();
   });
 
-  it("a copy whose first copy never started at the deadline still settles: in flight, and its group stops", async () => {
+  it("a copy whose first copy never started at the deadline still settles: not started, and its group stops", async () => {
     const runs: string[] = [];
     const engine = new BatchEngine(new InMemoryStore(), async (_m, ctx) => {
       runs.push(ctx.key as string);
@@ -240,9 +243,10 @@ describe("FIFO: a copy of an id keeps its place in its own group", () => {
     expect(results.map((r) => [r.status, r.ack, r.handlerRan])).toEqual([
       ["in-flight", false, true],
       ["failed", false, false],
-      ["in-flight", false, false],
+      ["failed", false, false],
       ["failed", false, false],
     ]);
+    expect(results[2]?.error).toBeInstanceOf(DeadlineExceededError);
     expect(runs).toEqual(["A"]);
     expect(indexes.sort()).toEqual([0, 1, 2, 3]);
   });
