@@ -24,7 +24,10 @@
  * ioredis sends single commands on) and never opens or closes one.
  */
 import type { DispatchOptions, DispatchResult, ScriptCall, ScriptOutcome, ScriptPipeline } from "./dispatch.js";
-import { GIVEN_UP, isNoScript, scriptSha } from "./scripts.js";
+import { isNoScript, scriptSha } from "./scripts.js";
+
+/** The error of a call not sent because its step was given up (`abandoned`). */
+const GIVEN_UP = "the step was given up before this call was sent";
 
 /** The pipeline of an ioredis `Redis` node (the part used here). */
 interface NodePipeline {

@@ -273,9 +273,6 @@ export function isNoScript(error: unknown): boolean {
   return error instanceof Error && /^(?:Command failed: )?(?:ERR )?NOSCRIPT\b/.test(error.message);
 }
 
-/** The error of a call not sent because its step was given up (`abandoned`). */
-export const GIVEN_UP = "the step was given up before this call was sent";
-
 /**
  * Runs a script: `EVALSHA`, and `EVAL` only when the server answers `NOSCRIPT` — and, with
  * `abandoned`, only while it answers false.
