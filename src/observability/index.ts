@@ -16,8 +16,9 @@
  * them; this module knows nothing but the `ObservabilityExtension` shape (a user may write their own).
  *
  * What this is *not*: a place where an outcome changes. Every observer is fenced: one that throws
- * is ignored, and the engine's result is returned untouched; an extension's `run` or `intercept`
- * that throws neither stops the work it wraps nor replaces that work's outcome (`fencedAround`).
+ * is ignored (an extension whose `batch` throws sits that batch out), and the engine's result is
+ * returned untouched; an extension's `run` or `intercept` that throws neither stops the work it
+ * wraps nor replaces that work's outcome (`fencedAround`).
  */
 import { InvalidOptionError } from "../errors.js";
 import type { EngineEvent, RunInterceptor } from "../events.js";
@@ -179,7 +180,15 @@ export function createObservability<Env = unknown>(
       const log = outcomeLogger(target, facts.queue);
       // The default (logs only): the logger's own observer, nothing wrapped around the batch.
       if (extensions.length === 0) return { observe: log ?? ignore, intercept: undefined, run: runAsIs };
-      const parts = extensions.map((extension) => extension.batch(facts, runtime));
+      const parts: BatchExtension[] = [];
+      for (const extension of extensions) {
+        // An extension that cannot start a batch (it throws, or gives no object) observes nothing of it.
+        let part: BatchExtension | undefined;
+        fenced(() => {
+          part = extension.batch(facts, runtime);
+        });
+        if (typeof part === "object" && part !== null) parts.push(part);
+      }
       const observers = [log, ...parts.map((part) => part.observe)].filter((observe): observe is (event: EngineEvent) => void => observe !== undefined);
       let intercept: RunInterceptor | undefined;
       for (const part of parts) {

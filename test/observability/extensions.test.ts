@@ -31,6 +31,42 @@ function recordingInterceptor(name: string, trail: string[], infos: RunInfo[]): 
 
 const INFO: RunInfo = { index: 3, key: "order-7", attempts: 2, messageId: "m-3" };
 
+describe("an extension that cannot start a batch", () => {
+  it("sits that batch out (its batch throws or gives nothing); the other extension and the work go on", async () => {
+    for (const broken of [
+      () => {
+        throw new Error("exporter not ready");
+      },
+      () => undefined as unknown as BatchExtension,
+    ]) {
+      const trail: string[] = [];
+      const seen: string[] = [];
+      const observation = createObservability(
+        {
+          logger: false,
+          metrics: { extends: "metrics", batch: broken },
+          tracing: extension("tracing", {
+            observe: (event) => void seen.push(event.type),
+            run: async (work) => {
+              trail.push("tracing run");
+              return work();
+            },
+          }),
+        },
+        { system: "cloudflare_queues" },
+      ).batch({ queue: "orders", size: 1 });
+      const value = await observation.run(async () => {
+        trail.push("work");
+        return 42;
+      });
+      observation.observe(result(0, "duplicate"));
+      expect(value).toBe(42);
+      expect(trail).toStrictEqual(["tracing run", "work"]);
+      expect(seen).toStrictEqual(["result"]);
+    }
+  });
+});
+
 describe("interceptors of two extensions", () => {
   it("both wrap the handler run, the metrics one outside the tracing one, each told the run's info once", async () => {
     const trail: string[] = [];
