@@ -266,12 +266,14 @@ export function stillRunning(dedupe: DedupeMode, key: string | undefined, retryA
 export function afterTransaction(
   outcome: { readonly ok: true } | { readonly ok: false; readonly error: unknown },
   key: string,
+  handlerRan = true,
 ): { readonly next: "stop" | "release"; readonly result: MessageResult } {
   // An outcome, not "error === undefined": a handler may reject with undefined (a bare `reject()`),
   // and its rolled-back transaction must not be acknowledged as committed.
   if (outcome.ok) return { next: "stop", result: { status: "ran", ack: true, dedupe: "claim", handlerRan: true, key } };
   const error = outcome.error;
-  const result: MessageResult = { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key, error };
+  // `handlerRan` false: the transaction failed before the handler was called (BEGIN, the connection).
+  const result: MessageResult = { status: "failed", ack: false, dedupe: "claim", handlerRan, key, error };
   return error instanceof FenceLostError ? { next: "stop", result } : { next: "release", result };
 }
 

@@ -316,8 +316,10 @@ export class BatchRun<Message, RC> {
     const key = item.key as string;
     const started = Date.now();
     let outcome: RunOutcome = { ok: true };
+    let handlerRan = false;
     try {
       await store.transact({ id: key, token: item.token as string, ...(item.fingerprint === undefined ? {} : { fingerprint: item.fingerprint }) }, async (tx) => {
+        handlerRan = true;
         const run = await invoke(handle, intercept, item, { tx });
         if (!run.ok) throw run.error;
       });
@@ -326,7 +328,7 @@ export class BatchRun<Message, RC> {
     }
     emit?.({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: outcome.ok });
     this.#ran(item);
-    const next = afterTransaction(outcome, key);
+    const next = afterTransaction(outcome, key, handlerRan);
     if (next.next === "release") this.#release(item);
     this.#nudge();
     this.#finish(item, next.result, this.#answered);

@@ -253,6 +253,9 @@ describe("afterTransaction", () => {
     expect(afterTransaction({ ok: false, error: thrown }, "k")).toEqual({ next: "release", result: { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key: "k", error: thrown } });
     // A rejection with undefined (a bare `reject()`) is a failure too: the transaction rolled back.
     expect(afterTransaction({ ok: false, error: undefined }, "k")).toEqual({ next: "release", result: { status: "failed", ack: false, dedupe: "claim", handlerRan: true, key: "k", error: undefined } });
+    // The transaction failed before the handler was called: released, and said so.
+    const down = new Error("connection refused");
+    expect(afterTransaction({ ok: false, error: down }, "k", false)).toEqual({ next: "release", result: { status: "failed", ack: false, dedupe: "claim", handlerRan: false, key: "k", error: down } });
   });
 });
 

@@ -415,6 +415,37 @@ describe("the answer at the deadline", () => {
   });
 });
 
+describe("transactional mode: did the handler run", () => {
+  it("a transaction that fails before calling the handler says handlerRan false; one failing after it, true", async () => {
+    class BeginFails extends FencedMemoryStore {
+      override async transact(claim: FencedClaim, work: (tx: string[]) => Promise<void>): Promise<void> {
+        if (claim.id === "down") throw new Error("BEGIN failed: connection refused");
+        await super.transact(claim, work);
+      }
+    }
+    const store = new BeginFails();
+    const runs: string[] = [];
+    const engine = new BatchEngine(
+      store,
+      (_m, ctx) => {
+        runs.push(ctx.key as string);
+        if (ctx.key === "throws") throw new Error("declined");
+      },
+      { transactional: true },
+    );
+    const results = await engine.process([delivery("down"), delivery("throws"), delivery("ok")]);
+    expect(results.map((r) => [r.status, r.ack, r.handlerRan])).toEqual([
+      ["failed", false, false],
+      ["failed", false, true],
+      ["ran", true, true],
+    ]);
+    expect(runs.sort()).toEqual(["ok", "throws"]);
+    // Both failures released their claims: a redelivery claims at once.
+    expect(await store.inspect("down")).toBeNull();
+    expect(await store.inspect("throws")).toBeNull();
+  });
+});
+
 describe("onResult", () => {
   it("is called once per delivery, before the answer, even when a handler finishes (and commits) after it", async () => {
     vi.useFakeTimers();
