@@ -19,11 +19,12 @@
  *     lease live)`; its CHECK (`held = 1`, constraint `babelqueue_fence_lost`) fails when the claim is
  *     no longer held, which aborts the batch: D1 rolls every statement of it back, the handler's that
  *     already ran included → `FenceLostError`.
- *     Another statement failing (a handler's constraint) → `TransactionConditionError`. D1's transient
- *     errors (connection lost, object reset, overloaded) → the row is read back: committed under my
- *     token → done; still mine → the batch is sent again (bounded); then `StoreUnavailableError`. A
- *     resend whose fence fails reads the row once more: the lost send may have landed late (done under
- *     my token → done).
+ *     SQLite refusing another statement (a handler's constraint, bad SQL) → `TransactionConditionError`.
+ *     D1's transient errors (connection lost, object reset, overloaded) → the row is read back:
+ *     committed under my token → done; still mine → the batch is sent again (bounded); then
+ *     `StoreUnavailableError`. Any other error (D1's own, unexplained) is read back the same way but
+ *     not resent: committed → done, else `StoreUnavailableError`. A resend whose fence fails reads the
+ *     row once more: the lost send may have landed late (done under my token → done).
  *
  * What this is *not*: interactive transactions. The handler cannot read its own uncommitted writes
  * or branch on them: D1 has no BEGIN over the wire; statements that must see each other go in order
@@ -89,6 +90,8 @@ const STORE_NAME = "D1Store";
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 /** D1's transient errors (Cloudflare's "retry queries" guidance). */
 const TRANSIENT = /Network connection lost|storage caused object to be reset|reset because its code was updated|overloaded|transient issue/i;
+/** SQLite refusing a statement (a constraint, a missing table, bad SQL): the handler's batch cannot pass as it is. */
+const STATEMENT_REFUSED = /SQLITE_|constraint failed|no such (?:table|column|function)|syntax error|datatype mismatch|too many SQL variables/i;
 /** Epoch milliseconds on the database's clock. */
 const NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 
@@ -330,13 +333,18 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
           if (attempt > 0 && (await this.#committedBy(key, token))) return;
           throw new FenceLostError(claim.id);
         }
-        if (!TRANSIENT.test(message)) {
+        const transient = TRANSIENT.test(message);
+        if (!transient && STATEMENT_REFUSED.test(message)) {
           throw new TransactionConditionError(`a statement of the handler's batch failed (${describeFailure(error)})`, [], { cause: error });
         }
-        // Ambiguous: did the batch commit before the connection broke? The row says.
+        // Ambiguous (transient, or an error D1 does not explain): did the batch commit? The row says.
         const row = await this.#read("transact", key);
         if (isCommittedBy(row, token)) return;
         if (row?.status !== "in-flight" || row.token !== token) throw new FenceLostError(claim.id);
+        if (!transient) {
+          // Not a refusal of the handler's statements, and not known to pass when sent again: D1's.
+          throw new StoreUnavailableError(STORE_NAME, "transact", `${describeFailure(error)}, not committed; not resent (not a known transient error)`, { cause: error });
+        }
         if (attempt >= this.maxTransactionRetries) {
           throw new StoreUnavailableError(STORE_NAME, "transact", `${describeFailure(error)} on every one of ${attempt + 1} attempts`, { cause: error });
         }

@@ -54,7 +54,7 @@ class Counted {
  * `failBatch(n)`: a scripted connection loss on the n-th transactional batch (claims' 2-statement batches pass):
  * "before" it ran, "after" it ran, or "late" — lost on the way, then landing just before the next batch.
  */
-function countingDb(sent: string[], failBatch?: (attempt: number) => "before" | "after" | "late" | undefined) {
+function countingDb(sent: string[], failBatch?: (attempt: number) => "before" | "after" | "late" | undefined, failure = "D1_ERROR: Network connection lost.") {
   let attempts = 0;
   let landing: D1PreparedStatement[] | undefined;
   return {
@@ -69,9 +69,9 @@ function countingDb(sent: string[], failBatch?: (attempt: number) => "before" | 
       if (statements.length !== 2) attempts += 1;
       const fault = statements.length === 2 ? undefined : failBatch?.(attempts);
       if (fault === "late") landing = real;
-      if (fault === "before" || fault === "late") throw new Error("D1_ERROR: Network connection lost.");
+      if (fault === "before" || fault === "late") throw new Error(failure);
       const results = await db.batch(real);
-      if (fault === "after") throw new Error("D1_ERROR: Network connection lost.");
+      if (fault === "after") throw new Error(failure);
       return results;
     },
   };
@@ -257,6 +257,32 @@ describe("D1Store transactional mode", () => {
     const c = await owned(never, `tx-lost-always-${namespace()}`);
     await expect(never.transact(c, async (tx) => tx.add(effect(c.id, "never")))).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await effectsOf(c.id)).toEqual([]);
+  });
+
+  // Mock fault: D1 has no way to raise an internal error on demand locally.
+  const INTERNAL = "D1_ERROR: internal error; reference = 7a1f0c";
+
+  it("an error D1 does not explain is not read as the handler's refusal: read back, committed → done; not committed → StoreUnavailableError, not resent", async () => {
+    const landed: string[] = [];
+    const after = new D1Store(countingDb(landed, (n) => (n === 1 ? "after" : undefined), INTERNAL), { namespace: namespace() });
+    const a = `tx-internal-after-${namespace()}`;
+    const claimA = await owned(after, a);
+    landed.length = 0;
+    await after.transact(claimA, async (tx) => tx.add(effect(a, "once")));
+    expect(landed).toEqual(["batch(3)", "all"]);
+    expect((await after.inspect(a))?.status).toBe("done");
+
+    const refused: string[] = [];
+    const before = new D1Store(countingDb(refused, () => "before", INTERNAL), { namespace: namespace() });
+    const b = `tx-internal-before-${namespace()}`;
+    const claimB = await owned(before, b);
+    refused.length = 0;
+    const failure = await before.transact(claimB, async (tx) => tx.add(effect(b, "never"))).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(StoreUnavailableError);
+    expect(failure).not.toBeInstanceOf(TransactionConditionError);
+    expect(refused).toEqual(["batch(3)", "all"]);
+    expect(await effectsOf(b)).toEqual([]);
+    expect((await before.inspect(b))?.status).toBe("in-flight");
   });
 });
 
