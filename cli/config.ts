@@ -88,12 +88,23 @@ function pick(...values: (string | undefined)[]): string | undefined {
 /** The password of a URL, when it has one (to redact it). */
 function urlSecrets(url: string | undefined): string[] {
   if (url === undefined) return [];
+  let password: string | undefined;
   try {
-    const parsed = new URL(url);
-    return [parsed.password, decodeURIComponent(parsed.password)].filter((secret) => secret !== "");
+    password = new URL(url).password;
   } catch {
-    return [];
+    // Not a URL to WHATWG (a bad port, an unescaped "@"), yet a driver may still echo it: the
+    // userinfo's password is everything between its first ":" and the authority's last "@".
+    password = /^[a-z][a-z0-9+.-]*:\/\/[^:/?#@]*:([^/?#]*)@/i.exec(url)?.[1];
   }
+  if (password === undefined || password === "") return [];
+  const secrets = [password];
+  try {
+    const decoded = decodeURIComponent(password);
+    if (decoded !== password) secrets.push(decoded);
+  } catch {
+    // Malformed percent-encoding ("p%zz"): the password as written is still a secret.
+  }
+  return secrets;
 }
 
 function inferKind(flags: Record<string, string | boolean | undefined>, env: Env): StoreKind | undefined {

@@ -14,6 +14,7 @@ import { Redis } from "ioredis";
 import type { ClaimingStore } from "../../entry/index.js";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { formatDuration, redact } from "../../cli/commands.js";
+import { parseCommandLine } from "../../cli/config.js";
 import { main } from "../../cli/main.js";
 import { freePort, localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
@@ -271,6 +272,14 @@ describe("store failures and usage", () => {
     expect(namespaced.code).toBe(2);
     expect(namespaced.err).toContain("give --prefix, not --namespace");
     expect((await cli(["inspect", "x", "--store", "mongo"])).err).toContain("--store must be one of");
+  });
+
+  it("keeps a URL password it cannot decode or parse among the secrets to redact", () => {
+    const secretsOf = (url: string) => parseCommandLine(["inspect", "x", "--url", url], {}).secrets;
+    expect(secretsOf("postgres://u:p%zz@db.internal/app")).toContain("p%zz");
+    expect(secretsOf("redis://u:s3cr@t@cache.internal:99999")).toContain("s3cr@t");
+    expect(secretsOf("redis://u:pa%20ss@cache.internal")).toEqual(expect.arrayContaining(["pa%20ss", "pa ss"]));
+    expect(secretsOf("redis://cache.internal")).toEqual([]);
   });
 
   it("redacts secrets and URL passwords; formats durations", () => {
