@@ -27,7 +27,7 @@ import type { MessageResult } from "./decision.js";
 import { BatchEngine, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "./engine/index.js";
 import { type OptionKeys, checkOptions } from "./store-kit/options.js";
 import type { Envelope } from "./envelope.js";
-import { BabelQueueServerlessError, InFlightError } from "./errors.js";
+import { BabelQueueServerlessError, InFlightError, InvalidOptionError } from "./errors.js";
 
 /** Facts about one delivery that only the caller knows. */
 export interface WrapDelivery {
@@ -79,8 +79,12 @@ export function wrapResult<Message = Envelope>(
 ): WrappedResultHandler {
   checkOptions(options, ENGINE_OPTION_KEYS as OptionKeys<EngineOptions<Message>>, "wrap");
   const engine = new BatchEngine<Message, object>(store, handle, options);
-  return async (body, delivery = {}) => {
-    const { redeliveries, leaseMs, deadline, messageId, headers } = delivery;
+  return async (body, delivery) => {
+    // `null` is "no details", as undefined is; anything else that is not an object is the caller's mistake.
+    if (delivery !== undefined && delivery !== null && typeof delivery !== "object") {
+      throw new InvalidOptionError("delivery", "must be an object ({ redeliveries, leaseMs, deadline, messageId, headers }) or undefined");
+    }
+    const { redeliveries, leaseMs, deadline, messageId, headers } = delivery ?? {};
     const [result] = await engine.process(
       [
         {

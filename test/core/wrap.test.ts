@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { MessageResult } from "../../src/decision.js";
-import { BabelQueueServerlessError, DeadlineExceededError, InFlightError } from "../../src/errors.js";
+import { BabelQueueServerlessError, DeadlineExceededError, InFlightError, InvalidOptionError } from "../../src/errors.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { rejectionOf, wrap, wrapResult } from "../../src/wrap.js";
 import { envelope } from "../support/envelopes.js";
@@ -53,6 +53,22 @@ describe("wrap", () => {
     await expect(handler(body("m-1"))).resolves.toBeUndefined();
     expect(calls).toBe(2);
     expect(await store.seen("m-1")).toBe(true);
+  });
+});
+
+describe("wrap: the delivery argument", () => {
+  it("takes null as no details; anything else that is not an object is an InvalidOptionError, and nothing runs", async () => {
+    const store = new InMemoryStore();
+    const runs: string[] = [];
+    const handler = wrap(store, async (message) => void runs.push(message.meta.id as string));
+    await expect(handler(body("m-null"), null as never)).resolves.toBeUndefined();
+    for (const delivery of [3, "twice", true]) {
+      const failure = await handler(body("m-bad"), delivery as never).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(InvalidOptionError);
+      expect((failure as InvalidOptionError).option).toBe("delivery");
+    }
+    expect(runs).toEqual(["m-null"]);
+    expect(await store.seen("m-bad")).toBe(false);
   });
 });
 
