@@ -85,13 +85,23 @@ export async function untilProcessed<T>(
   }
 }
 
+/**
+ * The table's entry of a batch answer's map (`Responses`, `UnprocessedItems`, `UnprocessedKeys`). A
+ * request here names one table, so the answer holds at most that one: read by the name given, else
+ * the only entry — a table given as an ARN may come back keyed by its name, or the other way round.
+ */
+function ofTable<T>(map: Record<string, T> | undefined, table: string): T | undefined {
+  if (map === undefined) return undefined;
+  return map[table] ?? Object.values(map)[0];
+}
+
 /** Puts every item: `BatchWriteItem` in chunks of 25, in parallel, unprocessed items resent. */
 export async function writeAll(target: BatchTarget, operation: string, items: readonly Item[]): Promise<void> {
   await Promise.all(
     chunks(items, BATCH_WRITE_LIMIT).map((chunk) =>
       untilProcessed<WriteRequest>(target, operation, "item(s)", chunk.map((item) => ({ PutRequest: { Item: item } })), async (pending) => {
         const answer = await target.send<BatchWriteItemCommandOutput>(() => new BatchWriteItemCommand({ RequestItems: { [target.table]: pending } }));
-        return answer.UnprocessedItems?.[target.table] ?? [];
+        return ofTable(answer.UnprocessedItems, target.table) ?? [];
       }),
     ),
   );
@@ -107,11 +117,11 @@ async function getChunk(target: BatchTarget, keys: Item[], projection: Projectio
         },
       }),
   );
-  for (const item of answer.Responses?.[target.table] ?? []) {
+  for (const item of ofTable(answer.Responses, target.table) ?? []) {
     const key = item[target.keyAttribute]?.S;
     if (key !== undefined) found.set(key, item);
   }
-  return answer.UnprocessedKeys?.[target.table]?.Keys ?? [];
+  return ofTable(answer.UnprocessedKeys, target.table)?.Keys ?? [];
 }
 
 /** Reads every key consistently (chunks of 100, in parallel), re-reading unprocessed keys with backoff. */

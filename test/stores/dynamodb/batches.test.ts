@@ -112,6 +112,42 @@ describe("claimMany after the SDK's retries (mock: a lost answer and throttling,
   });
 });
 
+describe("a batch answer keyed by the table's other name (mock: DynamoDB Local keys answers by the name it was sent)", () => {
+  // A table may be given as its ARN; a batch answer's maps are "table name or table ARN" to items.
+  const arn = `arn:aws:dynamodb:eu-west-1:123456789012:table/${table}`;
+  const keyedByArn = <T>(map: Record<string, T> | undefined): Record<string, T> | undefined =>
+    map === undefined ? undefined : Object.fromEntries(Object.entries(map).map(([name, value]) => [name === table ? arn : name, value]));
+
+  it("rememberMany resends items left unprocessed under the ARN; seenMany reads items answered under it", async () => {
+    const client = new DynamoDBClient(localClientConfig(endpoint));
+    let writes = 0;
+    client.middlewareStack.add(
+      (next) => async (args) => {
+        const input = (args as { input?: { RequestItems?: Record<string, unknown[]> } }).input;
+        const requests = input?.RequestItems?.[table];
+        // The first BatchWriteItem: not sent, every item answered as unprocessed, under the ARN.
+        if (Array.isArray(requests) && (requests[0] as { PutRequest?: unknown } | undefined)?.PutRequest !== undefined && writes++ === 0) {
+          return { output: { UnprocessedItems: { [arn]: requests }, $metadata: {} }, response: {} } as never;
+        }
+        const answer = await next(args);
+        const output = answer.output as { Responses?: Record<string, unknown>; UnprocessedKeys?: Record<string, unknown> };
+        if (output.Responses !== undefined) output.Responses = keyedByArn(output.Responses);
+        if (output.UnprocessedKeys !== undefined) output.UnprocessedKeys = keyedByArn(output.UnprocessedKeys);
+        return answer;
+      },
+      { step: "initialize", name: "keyedByArn" },
+    );
+    const namespace = `arn-${Date.now().toString(36)}`;
+    const store = new DynamoDBStore({ table, namespace, client });
+    const ids = ["arn-a", "arn-b", "arn-c"];
+    await store.rememberMany(ids);
+    expect(writes).toBe(2);
+    const honest = new DynamoDBStore({ table, namespace, clientConfig: localClientConfig(endpoint) });
+    expect(await honest.seenMany(ids)).toEqual([true, true, true]);
+    expect(await store.seenMany([...ids, "arn-absent"])).toEqual([true, true, true, false]);
+  });
+});
+
 describe("a large batch keeps at most maxConcurrentRequests requests in flight", () => {
   it("claimMany, rememberMany, releaseMany and seenMany of 240 ids: 8 in flight at most", async () => {
     const client = new DynamoDBClient(localClientConfig(endpoint));
