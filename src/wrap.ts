@@ -81,7 +81,7 @@ export function wrapResult<Message = Envelope>(
   const engine = new BatchEngine<Message, object>(store, handle, options);
   return async (body, delivery) => {
     // `null` is "no details", as undefined is; anything else that is not an object is the caller's mistake.
-    if (delivery !== undefined && delivery !== null && typeof delivery !== "object") {
+    if (delivery !== undefined && typeof delivery !== "object") {
       throw new InvalidOptionError("delivery", "must be an object ({ redeliveries, leaseMs, deadline, messageId, headers }) or undefined");
     }
     const { redeliveries, leaseMs, deadline, messageId, headers } = delivery ?? {};

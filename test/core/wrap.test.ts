@@ -66,6 +66,7 @@ describe("wrap: the delivery argument", () => {
       const failure = await handler(body("m-bad"), delivery as never).catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(InvalidOptionError);
       expect((failure as InvalidOptionError).option).toBe("delivery");
+      expect((failure as Error).message).toContain("must be an object");
     }
     expect(runs).toEqual(["m-null"]);
     expect(await store.seen("m-bad")).toBe(false);

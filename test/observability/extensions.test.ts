@@ -38,6 +38,7 @@ describe("an extension that cannot start a batch", () => {
         throw new Error("exporter not ready");
       },
       () => undefined as unknown as BatchExtension,
+      () => null as unknown as BatchExtension,
     ]) {
       const trail: string[] = [];
       const seen: string[] = [];

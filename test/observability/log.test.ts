@@ -9,6 +9,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { GroupBlockedError, InvalidMessageError, PayloadConflictError, StoreUnavailableError } from "../../src/errors.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { createObservability, jsonLogger, type LoggerLike, outcomeLogger } from "../../src/observability/index.js";
+import { fieldsFirst } from "../../src/observability/log.js";
 import { DynamoDBStore } from "../../entry/dynamodb.js";
 import { freePort, localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { body, recordingLogger, result, runBatch } from "./harness.js";
@@ -180,6 +181,27 @@ describe("outcome lines from synthetic events", () => {
     expect(lines[1]).toMatchObject({ level: 40, msg: "handler failed, retried", status: "failed", key: "q", error: { name: "TypeError", code: "DECLINED" } });
     expect(lines[2]).toMatchObject({ level: 30, invocation: "i-1", status: "duplicate", key: "r" });
     expect(out.join("")).not.toContain(SECRET);
+  });
+
+  it("takes only pino's shape for fields-first: levels.values and bindings(), both", () => {
+    const calls: unknown[][] = [];
+    const record = (...args: unknown[]) => void calls.push(args);
+    const base = { info: record, warn: record, error: record };
+    expect(fieldsFirst(pino({}, { write: () => undefined }))).toBe(true);
+    // winston has a `levels` table of numbers, bunyan a levels() method, neither pino's levels.values with bindings().
+    for (const logger of [
+      { ...base, levels: { error: 0, warn: 1, info: 2 } },
+      { ...base, levels: { values: { warn: 40 } } },
+      { ...base, bindings: () => ({}) },
+      { ...base, bindings: () => ({}), levels: { values: null } },
+      { ...base, bindings: {}, levels: { values: { warn: 40 } } },
+      console,
+      new Logger(),
+    ]) {
+      expect(fieldsFirst(logger as LoggerLike)).toBe(false);
+    }
+    outcomeLogger({ ...base, levels: { values: { warn: 40 } } } as LoggerLike)?.(result(0, "duplicate", { key: "k" }));
+    expect(calls[0]?.[0]).toBe("duplicate: already done, acknowledged without running");
   });
 
   it("rejects a logger option that is not one", () => {
