@@ -152,7 +152,9 @@ export type WinCheck =
 export function winCheck(clock: ServiceClock, win: Win): WinCheck {
   // The estimate the put was built from still stands: its `:now` and lease start were true bounds.
   const stands = clock.generation === win.generation;
-  const bounds = clock.offset(win.sentAt) ?? { min: 0, max: 0 };
+  const known = clock.offset(win.sentAt);
+  if (known === undefined && !stands) return withoutEstimate(win);
+  const bounds = known ?? { min: 0, max: 0 };
   // The earliest DynamoDB's clock can have read when it decided the put.
   const decidedAt = win.sentAt + bounds.min;
   if (!stands && win.replaced !== undefined && blockingVerdict(win.replaced, decidedAt) !== undefined) {
@@ -162,6 +164,21 @@ export function winCheck(clock: ServiceClock, win: Win): WinCheck {
   const longEnough = stands || win.leaseUntil >= needed;
   if (longEnough && win.leaseUntil <= needed + MAX_LEASE_EXCESS_MS) return { action: "keep" };
   return { action: "rewrite", leaseUntil: needed };
+}
+
+/**
+ * The estimate was dropped after the put was built (a clock step): DynamoDB's time is unknown, and
+ * the local clock is the one that just proved wrong. Nothing is decided on its word: an item the put
+ * replaced goes back (it may have been live), and the lease is never shortened — only lengthened to a
+ * local lease when it is shorter than that. A lease too long only delays a redelivery; one too short
+ * lets another consumer in while the handler runs.
+ */
+function withoutEstimate(win: Win): WinCheck {
+  if (win.replaced !== undefined && blockingVerdict(win.replaced, Number.NEGATIVE_INFINITY) !== undefined) {
+    return { action: "give-back", replaced: win.replaced };
+  }
+  const local = Math.ceil(win.sentAt) + win.leaseMs;
+  return win.leaseUntil >= local ? { action: "keep" } : { action: "rewrite", leaseUntil: local };
 }
 
 /** A won put, checked against the estimate its own answer just refined (`winCheck`), and corrected if it must be. */

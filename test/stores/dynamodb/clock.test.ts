@@ -307,6 +307,43 @@ describe("winCheck: a won claim, checked against the estimate its answer refined
     if (check.action === "rewrite") expect(check.leaseUntil).toBeGreaterThanOrEqual(put.sentAt + 60_000 + LEASE);
   });
 
+  it("a local step after the answer on a host 30 s behind: the lease written on the estimate is kept, never cut to the local clock", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    for (let i = 0; i < 300; i += 1) {
+      request(clock, clocks, 30_000, 3, 3);
+      clocks.advance(7);
+    }
+    const put = win(clock, clocks, 30_000, 10);
+    // Right by DynamoDB's clock: about 30 s past the local one.
+    expect(put.leaseUntil).toBeGreaterThanOrEqual(put.sentAt + 30_000 + LEASE);
+    clocks.local += 30_000; // NTP steps the host forward: the estimate is dropped
+    expect(clock.offset()).toBeUndefined();
+    expect(winCheck(clock, put)).toEqual({ action: "keep" });
+    // An item it replaced is given back: whether it was live is unknown without the estimate.
+    const replacedClocks = new Clocks();
+    const other = make(replacedClocks);
+    steadyRequests(other, replacedClocks, 300, 7);
+    const replaced: Item = { status: { S: "in-flight" }, leaseUntil: { N: String(replacedClocks.local - 5_000) }, token: { S: "t-old" } };
+    const over = win(other, replacedClocks, 0, 10, replaced);
+    replacedClocks.local -= 30_000;
+    expect(other.offset()).toBeUndefined();
+    expect(winCheck(other, over)).toEqual({ action: "give-back", replaced });
+  });
+
+  it("a local step after the answer on a host 30 s ahead: a lease short by the local clock is lengthened to it", () => {
+    const clocks = new Clocks();
+    const clock = make(clocks);
+    for (let i = 0; i < 300; i += 1) {
+      request(clock, clocks, -30_000, 3, 3);
+      clocks.advance(7);
+    }
+    const put = win(clock, clocks, -30_000, 10);
+    clocks.local -= 30_000;
+    expect(clock.offset()).toBeUndefined();
+    expect(winCheck(clock, put)).toEqual({ action: "rewrite", leaseUntil: Math.ceil(put.sentAt) + LEASE });
+  });
+
   it("a local step right after the answer drops the estimate: the lease is checked against the local clock, and kept", () => {
     const clocks = new Clocks();
     const clock = make(clocks);
