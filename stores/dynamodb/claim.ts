@@ -56,6 +56,11 @@ export interface ClaimTarget {
   read(key: string): Promise<Item | undefined>;
   /** Maps a failure to the store's `StoreUnavailableError`. */
   fail(operation: string, error: unknown): Error;
+  /**
+   * Told that a put of this claim won (it is written) before its lease is checked: a failure after
+   * this (a correction that could not be sent) leaves the claim written, for the caller to delete.
+   */
+  won?(token: string): void;
 }
 
 function ttl(deadlineMs: number): { N: string } {
@@ -183,6 +188,7 @@ function withoutEstimate(win: Win): WinCheck {
 
 /** A won put, checked against the estimate its own answer just refined (`winCheck`), and corrected if it must be. */
 async function checkWin(target: ClaimTarget, key: string, token: string, fingerprint: string | undefined, win: Win): Promise<Claim> {
+  target.won?.(token);
   const check = winCheck(target.clock, win);
   if (check.action === "keep") return { status: "claimed", token };
   if (check.action === "give-back") return giveBack(target, token, check.replaced);

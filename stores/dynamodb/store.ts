@@ -381,6 +381,7 @@ export class DynamoDBStore implements ClaimingStore {
   /** One id of `claimMany`: its claim, or its own failure (after deleting what a failed put may have left). */
   async #claimOne(key: string, leaseMs: number, fingerprint: string | undefined): Promise<BatchClaim> {
     const tokens: string[] = [];
+    let won = false;
     const target: ClaimTarget = {
       ...this.#claims,
       token: () => {
@@ -388,13 +389,17 @@ export class DynamoDBStore implements ClaimingStore {
         tokens.push(token);
         return token;
       },
+      won: () => {
+        won = true;
+      },
     };
     try {
       return await claimKey(target, key, leaseMs, fingerprint);
     } catch (error) {
-      if (!refusedOutright(error)) {
+      // `refusedOutright` speaks of a put; a failure after a won put (its lease correction) leaves it written.
+      if (won || !refusedOutright(error)) {
         // The put may have landed (a timeout, a 500, or an earlier attempt of the SDK's retries whose
-        // answer was lost): delete our claim if it did, fenced by its token.
+        // answer was lost) or did: delete our claim if it is there, fenced by its token.
         await Promise.allSettled(tokens.map((token) => this.#releaseKey(key, token)));
       }
       return { status: "failed", error };

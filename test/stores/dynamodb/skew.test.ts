@@ -18,6 +18,7 @@ import { commandsSent, localClientConfig } from "../../../scripts/dynamodb-local
 import { MAX_LEASE_EXCESS_MS } from "../../../stores/dynamodb/claim.js";
 import { DATE_RESOLUTION_MS } from "../../../stores/dynamodb/clock.js";
 import { warmClock } from "../../support/dynamodb-clock.js";
+import { throughputExceeded } from "../../support/dynamodb-throttle.js";
 
 const endpoint = inject("dynamodbEndpoint");
 const table = `idempotency-skew-${Date.now().toString(36)}`;
@@ -254,6 +255,31 @@ describe("a claim checks itself against its own answer (mock: DynamoDB's Date ru
     expect(b.sent).toEqual(["PutItemCommand", "PutItemCommand"]);
     const c = consumer(0, namespace);
     expect((await c.store.claim("live", 1_000)).status).toBe("in-flight");
+  });
+
+  it("a won claim whose lease correction is throttled (mock: throttling) fails and lets the id go: nothing held for a failed id", async () => {
+    // A cold consumer 30 s behind writes a lease 30 s short; the rewrite is throttled in one attempt,
+    // which for a put would mean "nothing written" — but this claim's put had won.
+    const namespace = `correction-throttled-${counter}`;
+    const b = consumer(-30_000, namespace, { maxAttempts: 1 });
+    let corrections = 0;
+    b.client.middlewareStack.add(
+      (next) => async (args) => {
+        const input = (args as { input?: { ConditionExpression?: string; Item?: unknown } }).input;
+        if (input?.Item !== undefined && input.ConditionExpression === "#s = :inflight AND #t = :token") {
+          corrections += 1;
+          throw throughputExceeded();
+        }
+        return next(args);
+      },
+      { step: "initialize", name: "throttleCorrections" },
+    );
+    const [answer] = await b.store.claimMany(["short"], 20_000);
+    expect(corrections).toBe(1);
+    expect(answer?.status).toBe("failed");
+    // The claim it wrote was deleted (fenced by its token): a redelivery, anywhere, claims at once.
+    expect(b.sent).toEqual(["PutItemCommand", "PutItemCommand", "DeleteItemCommand"]);
+    expect((await consumer(0, namespace).store.claim("short", 1_000)).status).toBe("claimed");
   });
 
   it("answers that turn slow (1.2 s round trips) cost a warm store no correction: 5 batches of 10 first claims, 50 PutItem", async () => {
