@@ -48,6 +48,16 @@ export function checkLayout(layout: unknown): PostgresLayout {
 /** Whether the layout is a BabelQueue SDK's (shared rows, no namespace). */
 export const isSdkLayout = (layout: PostgresLayout): boolean => layout !== "babelqueue-serverless";
 
+/**
+ * The table a layout's statements name. The BabelQueue SDKs write their table name into their SQL
+ * unquoted, so PostgreSQL folds it to lower case (`WithTable("Orders_Idem")` is `orders_idem`); this
+ * store quotes names, so for those layouts it folds them the same way, or it would make and use a
+ * second table beside the fleet's. Its own layout keeps the name as given (quoted, case and all).
+ */
+export function layoutTable(layout: PostgresLayout, table: string): string {
+  return isSdkLayout(layout) && typeof table === "string" ? table.toLowerCase() : table;
+}
+
 /** The DDL of a layout's table(s). */
 export function layoutTableSql(layout: PostgresLayout, table: string): string {
   if (layout === "babelqueue-php") return phpTableSql(table);
@@ -90,5 +100,5 @@ export async function sdkRowKey(layout: "babelqueue-php" | "babelqueue-go", id: 
  */
 export function idempotencyTableSql(table?: string, layout?: PostgresLayout): string {
   const checked = checkLayout(layout);
-  return layoutTableSql(checked, table ?? DEFAULT_POSTGRES_TABLES[checked]);
+  return layoutTableSql(checked, layoutTable(checked, table ?? DEFAULT_POSTGRES_TABLES[checked]));
 }

@@ -47,7 +47,7 @@ import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { fenceToken, heldClaims, isToken } from "../../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { isRetryable, sqlState, unavailable } from "./errors.js";
-import { DEFAULT_POSTGRES_TABLES, type PostgresLayout, checkLayout, isSdkLayout, layoutStatements, layoutTableSql, sdkRowKey } from "./layouts.js";
+import { DEFAULT_POSTGRES_TABLES, type PostgresLayout, checkLayout, isSdkLayout, layoutStatements, layoutTable, layoutTableSql, sdkRowKey } from "./layouts.js";
 import type { PostgresStatements } from "./sql.js";
 import { FORMER_DEFAULT_POSTGRES_TABLE } from "./sql.js";
 import { SHAPE_SQLSTATES, diagnoseTable, explainShape, tableShape } from "./table-shape.js";
@@ -161,7 +161,7 @@ export async function createIdempotencyTable(client: PgQueryable, options: Creat
   const given = typeof options === "string" ? { table: options } : options;
   checkOptions(given, CREATE_OPTION_KEYS, "createIdempotencyTable");
   const layout = checkLayout(given.layout);
-  const table = given.table ?? DEFAULT_POSTGRES_TABLES[layout];
+  const table = layoutTable(layout, given.table ?? DEFAULT_POSTGRES_TABLES[layout]);
   const ddl = layoutTableSql(layout, table); // checks the name before anything is read
   const shape = await tableShape(client, table);
   if (shape.kind === "missing" && layout === "babelqueue-serverless" && table === DEFAULT_POSTGRES_TABLES[layout]) {
@@ -226,6 +226,7 @@ const POSTGRES_OPTION_KEYS = optionKeys<PostgresStoreOptions>({
  */
 export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements TransactionalStore<Tx> {
   readonly layout: PostgresLayout;
+  /** The table its statements name (in a BabelQueue SDK's layout, folded to lower case as PostgreSQL folds the SDK's). */
   readonly table: string;
   readonly namespace: string;
   readonly leaseMs: number;
@@ -249,7 +250,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     this.#pool = pool;
     this.#client = client;
     this.layout = checkLayout(options.layout);
-    this.table = options.table ?? DEFAULT_POSTGRES_TABLES[this.layout];
+    this.table = layoutTable(this.layout, options.table ?? DEFAULT_POSTGRES_TABLES[this.layout]);
     this.#sql = layoutStatements(this.layout, this.table);
     this.namespace = checkNamespace(options.namespace ?? "");
     if (isSdkLayout(this.layout) && this.namespace !== "") {

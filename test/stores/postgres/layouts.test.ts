@@ -354,6 +354,35 @@ describe("layout babelqueue-go: the Go SDK's store and this store on one table",
   });
 });
 
+describe("a mixed-case table name in an SDK layout is the SDK's table (the SDKs' SQL leaves it unquoted: folded to lower case)", () => {
+  it("Go WithTable(\"Go_Mixed_…\") and PHP's table option: one shared table per fleet, not a second one beside it", async () => {
+    const stamp = Date.now().toString(36);
+    // Go: the fleet's Migrate made go_mixed_<stamp>; its Remember committed job-m1.
+    const goName = `Go_Mixed_${stamp}`;
+    await pool.query(goDdl(goName));
+    const go = new GoPostgresStore(pool, goName);
+    expect(await goWrap(go, "job-m1", () => undefined)).toBe("ran");
+    await createIdempotencyTable(pool, { layout: "babelqueue-go", table: goName });
+    const ours = new PostgresStore({ pool, layout: "babelqueue-go", table: goName });
+    expect(ours.table).toBe(goName.toLowerCase());
+    expect(await ours.claim("job-m1")).toEqual({ status: "done" });
+    await ours.remember("job-m2");
+    expect(await go.seen("job-m2")).toBe(true);
+    // PHP: the same, with PHP's DDL and commit.
+    const phpName = `Php_Mixed_${stamp}`;
+    await pool.query(phpDdl(phpName));
+    const php = new PhpPdoStore(pool, phpName);
+    expect(await phpClaimingDispatch(php, "order-m1", () => undefined)).toBe("ran");
+    await createIdempotencyTable(pool, { layout: "babelqueue-php", table: phpName });
+    expect(await new PostgresStore({ pool, layout: "babelqueue-php", table: phpName }).claim("order-m1")).toMatchObject({ status: "done" });
+    // No quoted mixed-case twin was created for either.
+    const { rows } = await pool.query("SELECT relname FROM pg_class WHERE relname = ANY($1)", [[goName, phpName, `${goName}_lease`]]);
+    expect(rows).toEqual([]);
+    // This package's own layout keeps a quoted name as given.
+    expect(new PostgresStore({ pool, table: "Own_Mixed" }).table).toBe("Own_Mixed");
+  });
+});
+
 describe("tables of the wrong layout: a clear error naming the fix, and no DDL on them", () => {
   /** A database of its own, for the default table names. */
   const database = async (name: string) => {
