@@ -40,7 +40,7 @@
 import type { Claim, ClaimRef, FencedClaim, IdRecord, Recall, StoreWindows, TransactionalStore } from "../../src/contract.js";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
 import { answerPerKey } from "../../src/store-kit/copies.js";
-import { describeFailure, scrubbedError } from "../../src/store-kit/failures.js";
+import { describeFailure, scrubbedError, storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
@@ -517,14 +517,20 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       } catch (error) {
         const own = error instanceof OwnStatementFailed;
         const cause = own ? error.error : error;
+        // The handler's error (thrown by it, or its statement's when the connection died under it) is
+        // user content: it is named, never quoted ("debit for alice@… failed" wrapping a 40001).
+        const wording = !own || error.step === "work" ? { message: false } : {};
         if (isRetryable(cause)) {
           if (attempt < this.maxTransactionRetries) {
             await sleep(Math.floor(10 * 2 ** attempt * (0.5 + Math.random())));
             continue;
           }
-          throw new StoreUnavailableError(STORE_NAME, "transact", `${describeFailure(cause)} on every one of ${attempt + 1} attempts`, { cause: scrubbedError(cause) });
+          throw new StoreUnavailableError(STORE_NAME, "transact", `${describeFailure(cause, wording)} on every one of ${attempt + 1} attempts`, {
+            cause: scrubbedError(cause, wording),
+          });
         }
         if (!own) throw error;
+        if (error.step === "work") throw storeFailure(STORE_NAME, "transact", cause, wording);
         if (sqlState(cause) === "25P02") throw new TransactionConditionError("a statement of the handler failed and the handler went on; the transaction was aborted", [], { cause: scrubbedError(cause) });
         if (error.step === "COMMIT" && sqlState(cause)?.startsWith("23")) throw new TransactionConditionError(`a deferred constraint of the handler's writes failed at COMMIT (${describeFailure(cause)})`, [], { cause: scrubbedError(cause) });
         throw await this.#failure("transact", cause);
@@ -566,7 +572,16 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
         throw new OwnStatementFailed(step, error);
       }
     };
-    await own("BEGIN", this.isolation === undefined ? "BEGIN" : `BEGIN ISOLATION LEVEL ${this.isolation.toUpperCase()}`);
+    try {
+      await own("BEGIN", this.isolation === undefined ? "BEGIN" : `BEGIN ISOLATION LEVEL ${this.isolation.toUpperCase()}`);
+    } catch (error) {
+      // A BEGIN that failed on our side (pg's query_timeout) may still open a transaction on the
+      // server: the connection must not serve the next caller inside it. Ended (ROLLBACK, queued
+      // behind the BEGIN) and, from a pool, dropped all the same.
+      state.broken = true;
+      await tx.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    }
     try {
       await work(tx);
       const fenced = await own("fenced commit", this.#sql.fencedCommit, values);

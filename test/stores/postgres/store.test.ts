@@ -52,6 +52,52 @@ testStore("PostgresStore (one pg.Client)", {
   make: ({ namespace, leaseMs, retentionMs }) => new PostgresStore({ client: single, namespace, leaseMs, retentionMs }),
 });
 
+describe("PostgresStore transact: a BEGIN that failed on the client's side (mock: pg's query_timeout, which fires while the BEGIN still runs)", () => {
+  it("leaves no connection inside an open transaction for the next caller", async () => {
+    const one = new pg.Pool({ connectionString: url, max: 1 });
+    one.on("error", () => {});
+    let timedOut = 0;
+    // The BEGIN reaches the server; its caller is failed at once, as pg does when query_timeout fires.
+    const timingOut = {
+      query: (text: string, values?: unknown[]) => one.query(text, values),
+      connect: async () => {
+        const connection = await one.connect();
+        return new Proxy(connection, {
+          get(target, property) {
+            if (property === "query") {
+              return (text: unknown, values?: unknown[]) => {
+                if (typeof text === "string" && text.startsWith("BEGIN") && timedOut === 0) {
+                  timedOut += 1;
+                  void target.query(text).catch(() => undefined);
+                  return Promise.reject(new Error("Query read timeout"));
+                }
+                return target.query(text as string, values);
+              };
+            }
+            const value = Reflect.get(target, property, target);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+      },
+    };
+    try {
+      const store = new PostgresStore({ pool: timingOut as never, namespace: `begin-timeout-${Date.now().toString(36)}` });
+      const claim = await store.claim("begin-1");
+      if (claim.status !== "claimed") throw new Error("expected claimed");
+      const failure = await store.transact({ id: "begin-1", token: claim.token }, async () => undefined).catch((error: unknown) => error);
+      expect(timedOut).toBe(1);
+      expect(failure).toBeInstanceOf(StoreUnavailableError);
+      // The pool's one connection (or its replacement) is outside any transaction: SAVEPOINT refuses.
+      await expect(one.query("SAVEPOINT probe")).rejects.toThrow(/transaction block/);
+      // And the next claim commits for real: another connection sees it.
+      await store.remember("begin-2");
+      expect(await new PostgresStore({ pool, namespace: store.namespace }).seen("begin-2")).toBe(true);
+    } finally {
+      await one.end();
+    }
+  });
+});
+
 describe("PostgresStore on PostgreSQL", () => {
   it("runs ONE statement per batch step, whatever the batch size", async () => {
     const sent: string[] = [];

@@ -210,6 +210,26 @@ export function testPostgresTransactions(name: string, { pool, single, open }: T
       expect((await s.inspect(messageId))?.status).toBe("in-flight");
     });
 
+    it("names, never quotes, a handler's error that wrapped the serialization failure: no user text in the message or the cause", async () => {
+      const s = await open({ maxTransactionRetries: 1 });
+      const messageId = `tx-wrapped-${unique()}`;
+      const claim = await owned(s, messageId);
+      const failure = await s
+        .transact(claim, async (tx) => {
+          try {
+            await tx.query("DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$");
+          } catch (error) {
+            throw new Error("debit for alice@example.com failed", { cause: error });
+          }
+        })
+        .catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(StoreUnavailableError);
+      expect(String((failure as Error).message)).toMatch(/on every one of 2 attempts/);
+      expect(String((failure as Error).message)).not.toContain("alice@example.com");
+      expect(String(((failure as Error).cause as Error).message)).not.toContain("alice@example.com");
+      expect(((failure as Error).cause as Error).name).toBe("Error");
+    });
+
     it("rethrows the handler's own constraint violation as it is, and writes nothing", async () => {
       const s = await open();
       const messageId = `tx-check-${unique()}`;
