@@ -15,6 +15,9 @@ import { freePort, localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { body, recordingLogger, result, runBatch } from "./harness.js";
 
 const SECRET = "card-4111-1111-1111-1111";
+/** The line of `result(0, "in-flight", { key: "p", messageId: "m-p", attempts: 1, retryAfterMs: 1500 })` on queue "orders". */
+const IN_FLIGHT_MESSAGE = "in flight: another delivery holds this id, retried later";
+const IN_FLIGHT_FIELDS = { status: "in-flight", key: "p", messageId: "m-p", attempts: 1, retryAfterMs: 1500, queue: "orders" };
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -142,17 +145,7 @@ describe("outcome lines from synthetic events", () => {
     const observe = outcomeLogger(logger, "orders") as NonNullable<ReturnType<typeof outcomeLogger>>;
     observe(result(0, "in-flight", { key: "p", messageId: "m-p", attempts: 1, retryAfterMs: 1500 }));
     const line = JSON.parse(out.join("").trim().split("\n").at(-1) ?? "{}") as Record<string, unknown>;
-    expect(line).toMatchObject({
-      level: "INFO",
-      service: "orders-consumer",
-      message: "in flight: another delivery holds this id, retried later",
-      status: "in-flight",
-      key: "p",
-      messageId: "m-p",
-      attempts: 1,
-      retryAfterMs: 1500,
-      queue: "orders",
-    });
+    expect(line).toMatchObject({ level: "INFO", service: "orders-consumer", message: IN_FLIGHT_MESSAGE, ...IN_FLIGHT_FIELDS });
   });
 
   it("gives pino its own order, fields first: every field lands in pino's JSON line, the message as msg", () => {
@@ -166,18 +159,7 @@ describe("outcome lines from synthetic events", () => {
     outcomeLogger(logger.child({ invocation: "i-1" }))?.(result(2, "duplicate", { key: "r" }));
     const lines = out.map((chunk) => JSON.parse(chunk) as Record<string, unknown>);
     expect(lines).toHaveLength(3);
-    expect(lines[0]).toMatchObject({
-      level: 30,
-      service: "orders-consumer",
-      msg: "in flight: another delivery holds this id, retried later",
-      logger: "babelqueue-serverless",
-      status: "in-flight",
-      key: "p",
-      messageId: "m-p",
-      attempts: 1,
-      retryAfterMs: 1500,
-      queue: "orders",
-    });
+    expect(lines[0]).toMatchObject({ level: 30, service: "orders-consumer", msg: IN_FLIGHT_MESSAGE, logger: "babelqueue-serverless", ...IN_FLIGHT_FIELDS });
     expect(lines[1]).toMatchObject({ level: 40, msg: "handler failed, retried", status: "failed", key: "q", error: { name: "TypeError", code: "DECLINED" } });
     expect(lines[2]).toMatchObject({ level: 30, invocation: "i-1", status: "duplicate", key: "r" });
     expect(out.join("")).not.toContain(SECRET);
