@@ -318,9 +318,12 @@ export class DynamoDBStore implements ClaimingStore {
     }
   }
 
+  /** One claim, as `claimMany` makes each: a failure throws, after deleting what a failed put may have left. */
   async claim(id: string, leaseMs?: number, fingerprint?: string): Promise<Claim> {
     const lease = checkMs("leaseMs", leaseMs ?? this.leaseMs);
-    return claimKey(this.#claims, await this.#key(id), lease, checkFingerprint(fingerprint));
+    const claim = await this.#claimOne(await this.#key(id), lease, checkFingerprint(fingerprint));
+    if (claim.status === "failed") throw claim.error;
+    return claim;
   }
 
   /**

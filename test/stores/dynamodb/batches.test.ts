@@ -110,6 +110,32 @@ describe("claimMany after the SDK's retries (mock: a lost answer and throttling,
     expect(await honest.inspect("order-7")).toBeNull();
     expect((await honest.claim("order-7")).status).toBe("claimed");
   });
+
+  it("the same through claim(): it throws the store's error and holds nothing either", async () => {
+    const client = new DynamoDBClient(localClientConfig(endpoint, { maxAttempts: 3 }));
+    let claimAttempts = 0;
+    client.middlewareStack.add(
+      (next) => async (args) => {
+        const input = (args as { input?: { ConditionExpression?: string; Item?: unknown } }).input;
+        if (input?.ConditionExpression === undefined || input.Item === undefined) return next(args);
+        claimAttempts += 1;
+        if (claimAttempts === 1) {
+          await next(args);
+          throw Object.assign(new Error("socket hang up"), { name: "Error", code: "ECONNRESET" });
+        }
+        throw Object.assign(throughputExceeded(), { $metadata: { httpStatusCode: 400 } });
+      },
+      { step: "finalizeRequest", priority: "low", name: "landedThenThrottled" },
+    );
+    const sent = commandsSent(client);
+    const namespace = `lost-one-${Date.now().toString(36)}`;
+    const store = new DynamoDBStore({ table, namespace, client, precheck: "never" });
+    await expect(store.claim("order-8", 60_000)).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(claimAttempts).toBe(3);
+    expect(sent.filter((name) => name === "DeleteItemCommand")).toHaveLength(1);
+    const honest = new DynamoDBStore({ table, namespace, clientConfig: localClientConfig(endpoint) });
+    expect(await honest.inspect("order-8")).toBeNull();
+  });
 });
 
 describe("a batch answer keyed by the table's other name (mock: DynamoDB Local keys answers by the name it was sent)", () => {
