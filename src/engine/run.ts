@@ -93,7 +93,8 @@ export async function runLanes<T>(
     const running: (boolean | Promise<unknown>)[] = [];
     for (const lane of lanes) {
       if (stopped()) break;
-      running.push(lane.length === 1 ? step(lane[0] as T) : runLane(lane));
+      // A lane of one that may have to wait (a copy whose first copy is elsewhere) still parks first.
+      running.push(lane.length === 1 && park === undefined ? step(lane[0] as T) : runLane(lane));
     }
     await Promise.all(running);
     return;

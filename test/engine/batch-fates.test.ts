@@ -231,6 +231,31 @@ describe("FIFO: a copy of an id keeps its place in its own group", () => {
     expect(await store.inspect("Y")).toBeNull();
   });
 
+  it("a copy alone in its group waits for its first copy in another group: one run, the copy a duplicate (no crash)", async () => {
+    const runs: string[] = [];
+    const engine = new BatchEngine(new InMemoryStore(), async (_m, ctx) => {
+      runs.push(ctx.key as string);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    });
+    const results = await engine.process([grouped("A", "G1"), grouped("A", "G2")]);
+    expect(results.map((r) => [r.status, r.ack])).toEqual([
+      ["ran", true],
+      ["duplicate", true],
+    ]);
+    expect(runs).toEqual(["A"]);
+    // And when the first copy fails, the lone copy is not acknowledged.
+    const failing = new BatchEngine(new InMemoryStore(), async () => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      throw new Error("not done");
+    });
+    const failed = await failing.process([grouped("B", "G1"), grouped("B", "G2"), grouped("C", "G3")]);
+    expect(failed.map((r) => [r.status, r.ack])).toEqual([
+      ["failed", false],
+      ["in-flight", false],
+      ["failed", false],
+    ]);
+  });
+
   it("a copy whose first copy never started at the deadline still settles: not started, and its group stops", async () => {
     const runs: string[] = [];
     const engine = new BatchEngine(new InMemoryStore(), async (_m, ctx) => {
