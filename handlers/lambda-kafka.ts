@@ -29,10 +29,10 @@
  * `{"itemIdentifier": {"partition": f"{msg.topic}-{msg.partition}", "offset": msg.offset}}` for every
  * failed record, and its `KafkaItemIdentifier(TypedDict): partition: str; offset: int` (types.py).
  *
- * Which records are listed: every record not acknowledged, which per partition is its first record
- * not acknowledged and EVERY later record of that partition in the batch — the engine blocks a
- * group's tail, a later copy of an id that already ran included (it would be a duplicate on its
- * own, but it is past the partition's resume point). Powertools lists every failed record; a Kafka consumer can only commit one offset per
+ * Which records are listed: per partition, its first record that is not acknowledged and EVERY
+ * later record of that partition in the batch — those the engine blocked (a later copy of an id that
+ * already ran included) and any acknowledged after it (a commit retried past the deadline can leave
+ * an earlier record in flight after a later one committed). Powertools lists every failed record; a Kafka consumer can only commit one offset per
  * partition, so Lambda resumes each partition at its lowest listed offset (as it checkpoints at the
  * lowest listed sequence number on Kinesis). Listing the whole tail changes nothing there, and is
  * still correct should Lambda retry only the listed records: nothing after a failure is ever
@@ -168,10 +168,13 @@ export function kafkaHandler<Message = Envelope>(options: KafkaHandlerOptions<Me
       // The engine never throws for a record; if it throws at all, nothing is known to be done.
       results = undefined;
     }
-    // A partition is a FIFO group: the engine answers its whole tail from its first unacknowledged record on.
+    // Views are grouped by partition in offset order: from a partition's first unacknowledged record on, list the rest of it.
+    const resumed = new Set<string | undefined>();
     const batchItemFailures: KafkaBatchItemFailure[] = [];
     views.forEach((view, index) => {
-      if (results?.[index]?.ack !== true) batchItemFailures.push(failureOf(view));
+      if (results?.[index]?.ack === true && !resumed.has(view.partition)) return;
+      resumed.add(view.partition);
+      batchItemFailures.push(failureOf(view));
     });
     return { batchItemFailures };
   };

@@ -126,13 +126,20 @@ function schemaVersionOf(record: SQSRecord): unknown {
 }
 
 /**
- * Every record not acknowledged. On a FIFO queue that is every record of a group from its first one
- * not acknowledged on, copies of an id included: the engine blocks a group's tail (`#block`).
+ * Every record not acknowledged, and on a FIFO queue every record of a group after its first one not
+ * acknowledged (AWS's rule for FIFO partial batch responses). The engine blocks a group's tail when it
+ * stops the group, copies included; the answer can still hold an acknowledged record after one that is
+ * not — a commit retried past the deadline leaves an earlier record in flight after a later one
+ * committed — and that record is returned too (it comes back as a duplicate, in order).
  */
 function failuresOf(records: readonly SQSRecord[], results: readonly (MessageResult | undefined)[]): SQSBatchItemFailure[] {
+  const stopped = new Set<string>();
   const failures: SQSBatchItemFailure[] = [];
   records.forEach((record, index) => {
-    if (results[index]?.ack !== true) failures.push(failure(record));
+    const group = fifoGroupOf(record);
+    if (results[index]?.ack === true && (group === undefined || !stopped.has(group))) return;
+    if (group !== undefined) stopped.add(group);
+    failures.push(failure(record));
   });
   return failures;
 }

@@ -13,6 +13,7 @@ import type { MSKRecord, SQSEvent } from "aws-lambda";
 import { describe, expect, it } from "vitest";
 import { type KafkaBatchResponse, type KafkaEvent, type KafkaHandlerOptions, type KafkaRuntimeContext, kafkaHandler } from "../../handlers/lambda-kafka.js";
 import { DynamoDBStore, type DynamoDBStoreOptions, type DynamoDBTransaction, TransactionalDynamoDBStore } from "../../entry/dynamodb.js";
+import type { ClaimingStore } from "../../src/contract.js";
 import type { Envelope } from "../../src/envelope.js";
 import type { HandlerContext } from "../../src/engine/index.js";
 import { InvalidMessageError } from "../../src/errors.js";
@@ -103,6 +104,31 @@ describe("kafkaHandler on DynamoDB Local", () => {
     // The copy at offset 2 is done (its id ran at offset 0), but it sits after the resume point.
     expect(failed(response)).toEqual(["orders-0@1", "orders-0@2"]);
     expect(ran).toEqual(["orders-0@0", "orders-0@1"]);
+  });
+
+  it("lists a committed record after one whose commit is still retried at the deadline: the partition resumes at the earlier one", async () => {
+    const memory = new InMemoryStore();
+    const first = fresh("late");
+    let commits = 0;
+    const slowFirst: ClaimingStore = {
+      seen: (id) => memory.seen(id),
+      forget: (id) => memory.forget(id),
+      claim: (id, leaseMs, fingerprint) => memory.claim(id, leaseMs, fingerprint),
+      release: (id, token) => memory.release(id, token),
+      remember: async (id, fingerprint) => {
+        if (id === first) {
+          commits += 1;
+          if (commits === 1) throw new Error("throttled (scripted)");
+          await new Promise((resolve) => setTimeout(resolve, 1_500));
+        }
+        return memory.remember(id, fingerprint);
+      },
+    };
+    const handler = kafkaHandler({ store: slowFirst, logger: false, deadlineMarginMs: 1_000, handle: async () => new Promise((resolve) => setTimeout(resolve, 10)) });
+    const records = [kafkaRecord(sampleBody(first), { partition: 3, offset: 0 }), kafkaRecord(sampleBody(fresh("next")), { partition: 3, offset: 1 })];
+    const response = await handler(mskEvent(records), lambdaContext(1_500));
+    expect(commits).toBe(2);
+    expect(failed(response)).toEqual(["orders-3@0", "orders-3@1"]);
   });
 
   it("reads self-managed Kafka events too, with topics whose names contain dashes, one identifier per topic-partition", async () => {

@@ -9,6 +9,7 @@
 import type { SQSEvent, SQSMessageAttributes, SQSRecord } from "aws-lambda";
 import { describe, expect, it } from "vitest";
 import { fifoGroupOf, headersOf, redeliveriesOf, sqsHandler } from "../../handlers/lambda-sqs.js";
+import type { ClaimingStore } from "../../src/contract.js";
 import type { ObservabilityExtension } from "../../src/observability/index.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { FIFO_QUEUE_ARN, STANDARD_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
@@ -204,6 +205,37 @@ describe("sqsHandler: what of a record reaches the engine", () => {
     const again = await handler({ Records: [null as unknown as SQSRecord, good] }, lambdaContext());
     expect(ran).toEqual(["g-1"]);
     expect(again.batchItemFailures).toEqual([{ itemIdentifier: "" }]);
+  });
+});
+
+describe("sqsHandler on a FIFO queue: an acknowledged record after one left in flight at the deadline", () => {
+  it("is returned with it: a commit retried past the deadline never lets a later record of the group be deleted first", async () => {
+    // i1's first commit fails (scripted), and its retry lands after the invocation must answer; i2's commits at once.
+    const memory = new InMemoryStore();
+    let i1Commits = 0;
+    const store: ClaimingStore = {
+      seen: (id) => memory.seen(id),
+      forget: (id) => memory.forget(id),
+      claim: (id, leaseMs, fingerprint) => memory.claim(id, leaseMs, fingerprint),
+      release: (id, token) => memory.release(id, token),
+      remember: async (id, fingerprint) => {
+        if (id === "i1") {
+          i1Commits += 1;
+          if (i1Commits === 1) throw new Error("throttled (scripted)");
+          await new Promise((resolve) => setTimeout(resolve, 1_500));
+        }
+        return memory.remember(id, fingerprint);
+      },
+    };
+    const handler = sqsHandler({ store, logger: false, deadlineMarginMs: 1_000, handle: async () => new Promise((resolve) => setTimeout(resolve, 10)) });
+    const records = [
+      sqsRecord(JSON.stringify(envelope("i1")), { messageId: "m-i1", group: "g" }),
+      sqsRecord(JSON.stringify(envelope("i2")), { messageId: "m-i2", group: "g" }),
+    ];
+    const response = await handler({ Records: records }, lambdaContext(1_500));
+    expect(i1Commits).toBe(2);
+    expect(response.batchItemFailures.map((one) => one.itemIdentifier)).toEqual(["m-i1", "m-i2"]);
+    expect((await memory.inspect("i2"))?.status).toBe("done");
   });
 });
 
