@@ -156,10 +156,15 @@ export function decodeEnvelope(body: unknown): Decoded<Envelope> {
 
 /**
  * The dedupe key of an envelope: `meta.id` verbatim, only when it is a non-empty string.
- * Anything else means "no usable id" and the message runs without dedupe (fail-open).
+ * Anything else means "no usable id" and the message runs without dedupe (fail-open) — also a
+ * message that is not an envelope at all (the default `key` under a custom `parse`), or has no `meta`.
  */
 export function messageId(envelope: Envelope): string | undefined {
-  const id = ownData(envelope.meta as Record<string, unknown>, "id");
+  const message: unknown = envelope;
+  if (typeof message !== "object" || message === null) return undefined;
+  const meta = ownData(message as Record<string, unknown>, "meta");
+  if (typeof meta !== "object" || meta === null) return undefined;
+  const id = ownData(meta as Record<string, unknown>, "id");
   return typeof id === "string" && id !== "" ? id : undefined;
 }
 
