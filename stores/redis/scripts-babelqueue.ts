@@ -179,9 +179,20 @@ const PHP_CLAIM = claimScript(
     answer(out, i, -2, '')
   else
     local left = redis.call('PTTL', main)
-    local fingerprint = tiedFingerprint(main, sideKey, left)
-    if left < 0 then left = 0 end
-    answer(out, i, left, fingerprint)
+    local held = redis.call('GET', sideKey)
+    local isTied = held and tied(main, sideKey, left)
+    if isTied and lease(held) == ARGV[2 + i] then
+      -- Our own claim: this very call, run again (a transport that lost the answer sent it twice).
+      answer(out, i, -1, '')
+    else
+      local fingerprint = ''
+      if isTied then
+        local _, stored = lease(held)
+        fingerprint = stored
+      end
+      if left < 0 then left = 0 end
+      answer(out, i, left, fingerprint)
+    end
   end`,
 );
 
@@ -198,7 +209,13 @@ const GO_CLAIM = claimScript(
   elseif redis.call('SET', sideKey, side(i), 'NX', 'PX', leaseMs) then
     answer(out, i, -1, '')
   else
-    answer(out, i, sideLease(sideKey, redis.call('GET', sideKey)))
+    local held = redis.call('GET', sideKey)
+    if held and lease(held) == ARGV[2 + i] then
+      -- Our own claim: this very call, run again (a transport that lost the answer sent it twice).
+      answer(out, i, -1, '')
+    else
+      answer(out, i, sideLease(sideKey, held))
+    end
   end`,
 );
 

@@ -115,7 +115,13 @@ local function record(i)
   return 'i:' .. ARGV[2 + i] .. ':' .. fingerprint
 end
 local function found(i, value)
-  local state, _, fingerprint = parse(value)
+  local state, token, fingerprint = parse(value)
+  if state == 'i' and token == ARGV[2 + i] then
+    -- Our own record: this very call, run again (a transport that lost the answer sent it twice).
+    out[2 * i - 1] = -1
+    out[2 * i] = ':'
+    return
+  end
   if state == 'd' then
     out[2 * i - 1] = -2
   else
@@ -309,6 +315,13 @@ function fingerprint(value: unknown): string | undefined {
 export function readIntegers(reply: unknown, n: number): number[] {
   if (!Array.isArray(reply) || reply.length !== n) throw new Error("wrong shape");
   return reply.map(integer);
+}
+
+/** A count a script answers (a commit's ids, a DEL's keys): an integer from `min` to `max`, else the reply is not Redis's. */
+export function readCount(reply: unknown, min: number, max: number): number {
+  const count = integer(reply);
+  if (count < min || count > max) throw new Error("wrong shape");
+  return count;
 }
 
 /** One claim answer per key (CLAIM), `tokens` being the ones the call passed in. */

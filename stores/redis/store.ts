@@ -52,7 +52,7 @@ import { MAX_REDIS_BUCKETS, bucketHead, bucketOf } from "./buckets.js";
 import { type ReplicaWait, attachPipeline, pipelineOf } from "./dispatch.js";
 import { canPipeline, ioredisPipeline } from "./pipeline.js";
 import { MAX_REDIS_KEY_BYTES, type RedisLayout, type RedisLayoutName, resolveRedisLayout } from "./layouts.js";
-import { type RedisScript, type RedisScriptClient, readClaims, readIntegers, readRecord } from "./scripts.js";
+import { type RedisScript, type RedisScriptClient, readClaims, readCount, readIntegers, readRecord } from "./scripts.js";
 import { type StepKey, type StepOptions, type StepResult, StepTimedOut, allOf, pick, runStep } from "./steps.js";
 import type { PlainSet, PlainSetter } from "./plain.js";
 import { type WindowKeys, claimAcrossWindow } from "./window.js";
@@ -260,7 +260,11 @@ export class RedisStore implements ClaimingStore {
 
   async forget(id: string): Promise<void> {
     const keys = everyKey(await this.#idKeys([id]));
-    allOf(await this.#stepOf("forget", this.#layout.scripts.forget, keys, () => [], (_, at) => at.map(() => undefined), this.#deadline()));
+    const deleted = (reply: unknown, at: readonly number[]) => {
+      readCount(reply, 0, at.length * this.#layout.keysPerId); // DEL's count: anything else did not come from Redis
+      return at.map(() => undefined);
+    };
+    allOf(await this.#stepOf("forget", this.#layout.scripts.forget, keys, () => [], deleted, this.#deadline()));
   }
 
   /** What Redis holds for one id (for operators): state, the window's remaining ms, fingerprint. One command. */
@@ -278,13 +282,15 @@ export class RedisStore implements ClaimingStore {
     leaseMs: number | undefined,
     fingerprints: readonly (string | undefined)[],
     redelivered?: readonly boolean[],
+    given?: readonly string[],
   ): Promise<Claim[]> {
     const lease = Math.max(1, Math.ceil(checkMs("leaseMs", leaseMs ?? this.leaseMs)));
     // The hints only choose how the script reads (scripts.ts, CLAIM); the answers are the same without them.
     const flags = redelivered?.length === ids.length ? redelivered.map((flag) => (flag === true ? "1" : "0")) : undefined;
     if (ids.length === 0) return [];
     const idKeys = await this.#idKeys(ids);
-    const tokens = ids.map(() => globalThis.crypto.randomUUID());
+    // `given`: the plain path's own tokens, so that the script knows a record its SETs wrote (sent twice).
+    const tokens = given ?? ids.map(() => globalThis.crypto.randomUUID());
     const deadline = this.#deadline();
     /** Claims `keys` (at batch positions `positions`) with `keyTokens`. */
     const claimKeys = (keys: readonly StepKey[], keyTokens: readonly string[], positions: readonly number[]) =>
@@ -366,12 +372,15 @@ export class RedisStore implements ClaimingStore {
     if (held.length > 0) {
       let read: Claim[];
       try {
+        // With the SETs' own tokens: a SET that landed though its answer was lost (a transport that sent
+        // the request twice got null the second time) holds this very token, and is answered claimed.
         read = await this.#claim(
           operation,
           held.map((i) => ids[i] as string),
           lease,
           held.map((i) => fingerprints[i]),
           held.map(() => true),
+          held.map((i) => tokens[i] as string),
         );
       } catch (error) {
         // The step fails as a whole, so it holds nothing: the claims the SETs won are given back,
@@ -440,7 +449,11 @@ export class RedisStore implements ClaimingStore {
         this.#layout.scripts.remember,
         keys,
         (at) => [retention, ...fingerprintArgs(pick(keyFingerprints, at))],
-        (_, at) => at.map(() => undefined),
+        // The script answers how many ids it committed: a reply that is not that count did not come from Redis.
+        (reply, at) => {
+          readCount(reply, at.length, at.length);
+          return at.map(() => undefined);
+        },
         this.#deadline(),
         [],
         { wait: this.#wait },

@@ -14,6 +14,9 @@
  * `fault = "hang"` never answers; when Redis itself is unreachable the bridge answers 500.
  * `faultIf(commands)`, when set, is asked about every request's commands (a pipeline's all, a single
  * command's one, the name upper-cased) before they run; `true` answers that request 500, running nothing.
+ * `repeatIf(commands)`, asked the same way, `true` runs the request twice and answers the second run:
+ * a transport that lost the first answer and sent the same request again (a REST client's retry,
+ * ioredis resending unanswered commands after a reconnect).
  * Counters: `requests` (HTTP requests), `commands` (commands received, each command of a pipeline
  * counted), `log` (command names per request). `commands` is NOT Upstash's bill: an `EVALSHA` counts 1
  * here, where Upstash bills it plus every command the script runs — for the bill, read the server's
@@ -42,6 +45,8 @@ export interface UpstashBridge {
   fault: BridgeFault;
   /** Per-request fault: `true` answers the request 500 without running its commands. */
   faultIf: ((commands: readonly (readonly string[])[]) => boolean) | undefined;
+  /** Per-request fault: `true` runs the request twice (`/` and `/pipeline`) and answers the second run. */
+  repeatIf: ((commands: readonly (readonly string[])[]) => boolean) | undefined;
   /** HTTP requests received (authorized or not). */
   requests: number;
   /** Redis commands executed. */
@@ -110,6 +115,7 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     token: options.token,
     fault: "none",
     faultIf: undefined,
+    repeatIf: undefined,
     requests: 0,
     commands: 0,
     log: [],
@@ -154,7 +160,8 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     }
     if (redis.status !== "ready") return send(response, 500, { error: "Service Unavailable: Redis is not reachable" });
     const path = url.pathname.replace(/\/+$/, "");
-    if (bridge.faultIf !== undefined && (path === "" || path === "/pipeline" || path === "/multi-exec")) {
+    let repeat = false;
+    if ((bridge.faultIf !== undefined || bridge.repeatIf !== undefined) && (path === "" || path === "/pipeline" || path === "/multi-exec")) {
       let commands: (readonly string[])[] = [];
       try {
         commands = (path === "" ? [parseCommand(body)] : Array.isArray(body) ? body.map(parseCommand) : []).map(([name, ...args]) => [
@@ -164,12 +171,14 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
       } catch {
         // A malformed body is answered below, as without the hook.
       }
-      if (commands.length > 0 && bridge.faultIf(commands)) return send(response, 500, { error: "Internal Server Error (bridge faultIf)" });
+      if (commands.length > 0 && bridge.faultIf?.(commands) === true) return send(response, 500, { error: "Internal Server Error (bridge faultIf)" });
+      repeat = commands.length > 0 && bridge.repeatIf?.(commands) === true;
     }
     try {
       if (path === "") {
         const command = parseCommand(body);
         bridge.log.push([command[0].toUpperCase()]);
+        if (repeat) await run(command).catch(() => undefined); // the first run, whose answer was lost
         return send(response, 200, { result: toJson(await run(command), base64) });
       }
       if (path === "/pipeline" || path === "/multi-exec") {
@@ -177,6 +186,7 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
         const commands = body.map(parseCommand);
         bridge.log.push(commands.map((command) => command[0].toUpperCase()));
         if (path === "/pipeline") {
+          if (repeat) await Promise.allSettled(commands.map(run)); // the first run, whose answer was lost
           const settled = await Promise.allSettled(commands.map(run));
           const lost = settled.find((one) => one.status === "rejected" && !(one.reason instanceof ReplyError));
           if (lost !== undefined) throw (lost as PromiseRejectedResult).reason;

@@ -13,7 +13,7 @@ import { Redis as IORedis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { BatchEngine } from "../../../src/engine/index.js";
 import { StoreUnavailableError } from "../../../src/errors.js";
-import { RedisStore, UpstashRedisStore, ioredisScriptClient } from "../../../entry/upstash.js";
+import { type RedisScriptClient, RedisStore, UpstashRedisStore, ioredisScriptClient } from "../../../entry/upstash.js";
 import { type RedisServer, startRedisServer } from "../../setup/redis.js";
 import { type UpstashBridge, startUpstashBridge } from "../../support/upstash-bridge.js";
 
@@ -33,6 +33,7 @@ afterAll(async () => {
 afterEach(() => {
   bridge.fault = "none";
   bridge.faultIf = undefined;
+  bridge.repeatIf = undefined;
 });
 
 function restClient(token = TOKEN): UpstashRedis {
@@ -355,6 +356,70 @@ describe("faults become StoreUnavailableError: handler not run, nothing acked", 
       expect(tcpError.store).toBe("RedisStore");
       tcpClient.disconnect();
     });
+  });
+});
+
+describe("a claim the transport sent twice (its first answer lost): the record holds this call's own token", () => {
+  /** Repeats the first request whose first command is `name` (mock: a lost answer, which the bridge cannot lose on its own). */
+  const repeatOnce = (name: string) => {
+    let repeated = 0;
+    bridge.repeatIf = (commands) => {
+      if (repeated > 0 || commands[0]?.[0] !== name) return false;
+      repeated += 1;
+      return true;
+    };
+    return () => repeated;
+  };
+
+  for (const layout of ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"] as const) {
+    it(`${layout}: the claim script run twice answers claimed, and the claim is ours to release and to commit`, async () => {
+      const prefix = `twice-${layout}-${namespace()}:`;
+      const store = new UpstashRedisStore({ client: restClient(), layout, prefix });
+      const repeated = repeatOnce("EVALSHA");
+      // Redelivered: the store reads first, through the claim script.
+      const claims = await store.claimMany(["a", "b"], 60_000, ["fp-a", "fp-b"], { redelivered: [true, true] });
+      expect(repeated()).toBe(1);
+      expect(claims.map((claim) => claim.status)).toEqual(["claimed", "claimed"]);
+      const [a, b] = claims as { token: string }[];
+      expect(await store.release("a", (a as { token: string }).token)).toBe(true);
+      expect(await store.inspect("a")).toBeNull();
+      await store.remember("b", "fp-b");
+      expect((await store.claim("b")).status).toBe("done");
+      expect(b).toBeDefined();
+    });
+  }
+
+  it("the plain SETs of first deliveries sent twice: the claim script, given the SETs' own tokens, answers claimed", async () => {
+    const store = new UpstashRedisStore({ client: restClient(), namespace: namespace() });
+    const repeated = repeatOnce("SET");
+    const claims = await store.claimMany(["p", "q"], 60_000, ["fp-p", "fp-q"]);
+    expect(repeated()).toBe(1);
+    expect(claims.map((claim) => claim.status)).toEqual(["claimed", "claimed"]);
+    const { token } = claims[0] as { token: string };
+    expect(await store.release("p", token)).toBe(true);
+    // Someone else's claim is still in flight for another call: a second store's claim of q is held.
+    expect((await new UpstashRedisStore({ client: restClient(), namespace: store.namespace }).claim("q")).status).toBe("in-flight");
+  });
+});
+
+describe("a commit or forget whose reply is not Redis's (mock: a client that answers without asking Redis)", () => {
+  it("is a StoreUnavailableError, never taken for done", async () => {
+    const real = ioredisScriptClient(admin);
+    let bogus = false;
+    const client: RedisScriptClient = {
+      eval: (script, keys, args) => (bogus ? Promise.resolve("This operation was aborted") : real.eval(script, keys, args)),
+      evalsha: (sha, keys, args) => (bogus ? Promise.resolve("This operation was aborted") : real.evalsha(sha, keys, args)),
+    };
+    for (const layout of ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"] as const) {
+      const store = new RedisStore({ client, layout, prefix: `bogus-${layout}-${namespace()}:` });
+      const claim = await store.claim("c");
+      expect(claim.status, layout).toBe("claimed");
+      bogus = true;
+      await expect(store.remember("c"), layout).rejects.toBeInstanceOf(StoreUnavailableError);
+      await expect(store.forget("c"), layout).rejects.toBeInstanceOf(StoreUnavailableError);
+      bogus = false;
+      expect((await store.inspect("c"))?.status, layout).toBe("in-flight");
+    }
   });
 });
 
