@@ -166,6 +166,22 @@ async function withinDeadline(parking: Promise<ParkOutcome>, remaining: number |
   }
 }
 
+/**
+ * The time the parks may take: what is left of the invocation, and 0 — not "no limit" — once the
+ * engine answered at or past the deadline (`remainingMs` reads a spent clock as none: with a
+ * `deadlineMarginMs` of 0 the answer comes right at the deadline). Undefined only without a clock.
+ */
+function parkTimeMs(context: Context | undefined): number | undefined {
+  const remaining = remainingMs(context);
+  if (remaining !== undefined) return remaining;
+  try {
+    const left = context?.getRemainingTimeInMillis?.();
+    return typeof left === "number" && Number.isFinite(left) ? 0 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
   return { itemIdentifier: String(record?.messageId ?? "") };
 }
@@ -229,7 +245,7 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
       if (parks !== undefined) {
         // Parks only delay a redelivery: whatever they do (or throw), the batch's answer stands.
         const parking = parks.park(records, results).catch((error: unknown): ParkOutcome => ({ changed: 0, failed: records.length, error }));
-        const outcome = await withinDeadline(parking, remainingMs(lambdaContext), answerMarginMs, records.length);
+        const outcome = await withinDeadline(parking, parkTimeMs(lambdaContext), answerMarginMs, records.length);
         if (outcome.failed > 0) {
           const name = outcome.error instanceof Error ? outcome.error.name : typeof outcome.error;
           try {

@@ -118,18 +118,30 @@ describe("parks come back when the lease ends", () => {
     down.destroy();
   });
 
-  it("SQS stalled (accepts, never answers): the batch still answers before the Lambda deadline, as without parks", async () => {
-    // A real TCP endpoint that accepts the connection and never answers: the black hole a throttled or
-    // partitioned SQS endpoint is. The SDK has no request timeout by default, so the call hangs.
+  /** A real TCP endpoint that accepts the connection and never answers: the black hole a throttled or partitioned SQS endpoint is. */
+  async function stalledSqs(): Promise<{ client: SQSClient; close(): Promise<void> }> {
     const sockets: Socket[] = [];
     const stall = createServer((socket) => void sockets.push(socket));
     await new Promise<void>((resolve) => stall.listen(0, "127.0.0.1", resolve));
     const endpoint = `http://127.0.0.1:${(stall.address() as AddressInfo).port}`;
-    const stalled = new SQSClient({ endpoint, region: "us-east-1", credentials: { accessKeyId: "t", secretAccessKey: "t" }, useQueueUrlAsEndpoint: false, maxAttempts: 1 });
+    // The SDK has no request timeout by default, so the call hangs.
+    const client = new SQSClient({ endpoint, region: "us-east-1", credentials: { accessKeyId: "t", secretAccessKey: "t" }, useQueueUrlAsEndpoint: false, maxAttempts: 1 });
+    return {
+      client,
+      close: async () => {
+        client.destroy();
+        for (const socket of sockets) socket.destroy();
+        await new Promise((resolve) => stall.close(resolve));
+      },
+    };
+  }
+
+  it("SQS stalled (accepts, never answers): the batch still answers before the Lambda deadline, as without parks", async () => {
+    const stalled = await stalledSqs();
     try {
       const store = new InMemoryStore();
       await store.claim("stalled", 30_000);
-      const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: sqsParks({ client: stalled }) });
+      const handler = sqsHandler({ store, handle: () => undefined, logger: false, parks: sqsParks({ client: stalled.client }) });
       const batch = event(["stalled", "runs"]);
       const remaining = 2_000;
       const started = Date.now();
@@ -139,9 +151,30 @@ describe("parks come back when the lease ends", () => {
       expect(Date.now() - started).toBeLessThan(remaining);
       expect((await store.inspect("runs"))?.status).toBe("done");
     } finally {
-      stalled.destroy();
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => stall.close(resolve));
+      await stalled.close();
+    }
+  });
+
+  it("SQS stalled, and the engine answering right at the deadline (deadlineMarginMs 0): the parks get no time, the batch still answers", async () => {
+    const stalled = await stalledSqs();
+    try {
+      const store = new InMemoryStore();
+      await store.claim("stalled", 30_000);
+      const handler = sqsHandler({
+        store,
+        logger: false,
+        deadlineMarginMs: 0,
+        parks: sqsParks({ client: stalled.client }),
+        // A slow neighbour, still running at the deadline: the engine answers when the time is up.
+        handle: (_message, ctx) => (ctx.key === "slow" ? new Promise((resolve) => setTimeout(resolve, 1_500)) : undefined),
+      });
+      const batch = event(["stalled", "slow"]);
+      const remaining = 300;
+      const answer = await Promise.race([handler(batch, lambdaContext(remaining)), new Promise<"hung">((resolve) => setTimeout(() => resolve("hung"), remaining + 1_000))]);
+      expect(answer).not.toBe("hung");
+      expect((answer as { batchItemFailures: unknown[] }).batchItemFailures).toHaveLength(2);
+    } finally {
+      await stalled.close();
     }
   });
 
