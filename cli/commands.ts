@@ -183,7 +183,9 @@ export async function forgetCommand(
   const canInspect = typeof store.inspect === "function";
   const before = canInspect || ids.length > 1 || options.dryRun ? await lookUp(store, ids, options.secrets) : undefined;
   const inFlight = before?.filter((report) => report.status === "in-flight").map((report) => report.id) ?? [];
-  const dryRun = options.dryRun || (!options.yes && (ids.length > 1 || inFlight.length > 0));
+  // An id that could not be looked up may be in flight: without `yes` it is not forgotten blind.
+  const unknown = before?.some((report) => report.status === "error") ?? false;
+  const dryRun = options.dryRun || (!options.yes && (ids.length > 1 || inFlight.length > 0 || unknown));
 
   if (dryRun) {
     const reports: ForgetReport[] = ids.map((id, i) => dryRunReport(id, before?.[i]));

@@ -15,6 +15,8 @@
  *   redis:    --url redis://… [REDIS_URL]   (ioredis)        --prefix P (default "bq:")
  *   upstash and redis: --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT] — the store's
  *             `layout`; a BabelQueue layout takes no namespace (its --prefix defaults to the SDK's)
+ *             --hash-tag, --buckets N, --previous-buckets N — the consumers' `hashTag`, `buckets`,
+ *             `previousBuckets`: without them the CLI looks for keys where those consumers never wrote
  *   postgres: --url postgres://… [DATABASE_URL]   (pg)       --table T (default: the layout's)
  *             --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT; default the first]
  *
@@ -27,6 +29,30 @@ import type { RedisLayoutName } from "../stores/redis/layouts.js";
 export type StoreKind = "dynamodb" | "upstash" | "redis" | "postgres";
 export const STORE_KINDS: readonly StoreKind[] = ["dynamodb", "upstash", "redis", "postgres"];
 const REDIS_LAYOUTS: readonly RedisLayoutName[] = ["babelqueue-serverless", "babelqueue-php", "babelqueue-go"];
+
+/** Where a Redis store's consumers put their keys (`hashTag`, `buckets`, `previousBuckets`), when they set it. */
+export interface RedisPlacementFlags {
+  readonly hashTag?: boolean;
+  readonly buckets?: number;
+  readonly previousBuckets?: number;
+}
+
+/** `--hash-tag`, `--buckets N`, `--previous-buckets N`: whole numbers are checked here, their ranges by the store. */
+function redisPlacement(flags: Record<string, string | boolean | undefined>): RedisPlacementFlags {
+  const count = (name: string): number | undefined => {
+    const value = flags[name];
+    if (value === undefined) return undefined;
+    if (typeof value !== "string" || !/^[0-9]+$/.test(value)) throw new UsageError(`--${name} must be a whole number`);
+    return Number(value);
+  };
+  const buckets = count("buckets");
+  const previousBuckets = count("previous-buckets");
+  return {
+    ...(flags["hash-tag"] === true ? { hashTag: true } : {}),
+    ...(buckets === undefined ? {} : { buckets }),
+    ...(previousBuckets === undefined ? {} : { previousBuckets }),
+  };
+}
 
 export interface CliConfig {
   readonly command: "inspect" | "forget" | "help";
@@ -42,8 +68,8 @@ export interface CliConfig {
 
 export type StoreConfig =
   | { readonly kind: "dynamodb"; readonly namespace: string; readonly table: string; readonly endpoint?: string; readonly region?: string; readonly keyAttribute?: string }
-  | { readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string; readonly layout?: RedisLayoutName }
-  | { readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string; readonly layout?: RedisLayoutName }
+  | ({ readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string; readonly layout?: RedisLayoutName } & RedisPlacementFlags)
+  | ({ readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string; readonly layout?: RedisLayoutName } & RedisPlacementFlags)
   | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string; readonly layout?: PostgresLayoutName };
 
 /** The table layouts of the Postgres store (its `layout` option). */
@@ -71,6 +97,8 @@ store (flags, or the environment in brackets):
   redis     --url redis://… [REDIS_URL]  --prefix P     (needs ioredis)
   upstash, redis: --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT]  (the records of BabelQueue's
             PHP or Go SDK: no --namespace; --prefix defaults to the SDK's, bq:idem: or bq:idemp:)
+            --hash-tag  --buckets N  --previous-buckets N   (as the consumers set hashTag, buckets, previousBuckets;
+            a Redis Cluster is reached through one node: a key on another node fails, never reads absent)
   postgres  --url postgres://… [DATABASE_URL]  --table T (needs pg)
             --layout babelqueue-serverless|babelqueue-php|babelqueue-go [BQ_LAYOUT]
             (the BabelQueue PHP / Go SDK's table: ids are meta.id itself, no --namespace)
@@ -171,7 +199,7 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
       const prefix = flag("prefix");
       const layout = redisLayout(flag("layout"), env, namespace);
       return {
-        store: { kind, namespace, url, token, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }) },
+        store: { kind, namespace, url, token, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }), ...redisPlacement(flags) },
         secrets: [token, ...urlSecrets(url)],
       };
     }
@@ -180,7 +208,10 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
       if (url === undefined) throw new UsageError("redis needs --url redis://… (or REDIS_URL)");
       const prefix = flag("prefix");
       const layout = redisLayout(flag("layout"), env, namespace);
-      return { store: { kind, namespace, url, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }) }, secrets: urlSecrets(url) };
+      return {
+        store: { kind, namespace, url, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }), ...redisPlacement(flags) },
+        secrets: urlSecrets(url),
+      };
     }
     case "postgres": {
       const url = pick(flag("url"), env.DATABASE_URL);
@@ -215,6 +246,9 @@ export function parseCommandLine(argv: readonly string[], env: Env): CliConfig {
         token: { type: "string" },
         prefix: { type: "string" },
         layout: { type: "string" },
+        "hash-tag": { type: "boolean" },
+        buckets: { type: "string" },
+        "previous-buckets": { type: "string" },
         json: { type: "boolean" },
         yes: { type: "boolean", short: "y" },
         "dry-run": { type: "boolean" },

@@ -7,6 +7,7 @@
  * What this is *not*: process-bound. Output, input and the environment are parameters, so the
  * tests run it in-process; bin/babelqueue-serverless.ts binds them to the real process.
  */
+import { InvalidOptionError } from "../src/errors.js";
 import { forgetCommand, inspectCommand, redact } from "./commands.js";
 import { type CliConfig, USAGE, UsageError, parseCommandLine } from "./config.js";
 import { type OpenedStore, openStore } from "./open-store.js";
@@ -63,6 +64,12 @@ export async function main(
   } catch (error) {
     const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
     io.err(`error: ${redact(text, config.secrets)}`);
+    // A store option the store refused (a namespace with ":", a bad table name) is a usage mistake.
+    if (error instanceof InvalidOptionError && opened === undefined) {
+      io.err("");
+      io.err(USAGE);
+      return 2;
+    }
     return 1;
   } finally {
     await opened?.close().catch(() => undefined);

@@ -7,7 +7,7 @@
  * when the command is done.
  */
 import type { Store } from "../src/contract.js";
-import type { StoreConfig } from "./config.js";
+import type { RedisPlacementFlags, StoreConfig } from "./config.js";
 
 export interface OpenedStore {
   readonly store: Store;
@@ -49,6 +49,13 @@ const ns = (namespace: string) => `namespace ${JSON.stringify(namespace)}`;
 const redisWhere = (store: { layout: string; namespace: string; prefix: string }) =>
   store.layout === "babelqueue-serverless" ? ns(store.namespace) : `layout ${store.layout}, prefix ${JSON.stringify(store.prefix)}`;
 
+/** The consumers' key placement, as the store options spell it. */
+const placement = (config: RedisPlacementFlags): RedisPlacementFlags => ({
+  ...(config.hashTag === true ? { hashTag: true } : {}),
+  ...(config.buckets === undefined ? {} : { buckets: config.buckets }),
+  ...(config.previousBuckets === undefined ? {} : { previousBuckets: config.previousBuckets }),
+});
+
 export async function openStore(config: StoreConfig): Promise<OpenedStore> {
   switch (config.kind) {
     case "dynamodb": {
@@ -78,6 +85,7 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
         namespace: config.namespace,
         ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
         ...(config.layout === undefined ? {} : { layout: config.layout }),
+        ...placement(config),
       });
       return { store, label: `upstash ${hostOf(config.url)}, ${redisWhere(store)}`, close: async () => undefined };
     }
@@ -94,6 +102,7 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
         namespace: config.namespace,
         ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
         ...(config.layout === undefined ? {} : { layout: config.layout }),
+        ...placement(config),
       });
       return {
         store,

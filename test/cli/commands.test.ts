@@ -16,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { formatDuration, redact } from "../../cli/commands.js";
 import { parseCommandLine } from "../../cli/config.js";
 import { main } from "../../cli/main.js";
+import { InMemoryStore } from "../../src/memory-store.js";
+import { StoreUnavailableError } from "../../src/errors.js";
 import { freePort, localClientConfig } from "../../scripts/dynamodb-local.mjs";
 import { DynamoDBStore, createIdempotencyTable, idempotencyTableDefinition } from "../../entry/dynamodb.js";
 import { PostgresStore, createIdempotencyTable as createPostgresTable } from "../../entry/postgres.js";
@@ -243,6 +245,59 @@ describe("store failures and usage", () => {
     const [report] = dry.json().results as { id: string; forgotten: boolean; before?: string; error?: string }[];
     expect(report).toMatchObject({ id: "a", forgotten: false, before: "error" });
     expect(report?.error).toMatch(/^StoreUnavailableError: DynamoDBStore\.inspect failed/);
+  });
+
+  it("forget of one id the store could not look up (it may be in flight): a dry run that exits 1, unless --yes", async () => {
+    // A store whose look-up fails while its delete works (mock: a throttled read, which Redis cannot produce on demand).
+    const memory = new InMemoryStore();
+    await memory.claim("busy", 60_000);
+    const forgotten: string[] = [];
+    const store = {
+      seen: (id: string) => memory.seen(id),
+      remember: (id: string) => memory.remember(id),
+      forget: async (id: string) => {
+        forgotten.push(id);
+        await memory.forget(id);
+      },
+      inspect: async () => {
+        throw new StoreUnavailableError("TestStore", "inspect", "throttled");
+      },
+    };
+    const run = async (argv: string[]) => {
+      const out: string[] = [];
+      const code = await main(argv, { out: (line) => out.push(line), err: (line) => out.push(line), readStdin: async () => "" }, { REDIS_URL: redisUrl }, async () => ({ store, label: "test", close: async () => undefined }));
+      return { code, out: out.join("\n") };
+    };
+    const refused = await run(["forget", "busy"]);
+    expect(refused.code).toBe(1);
+    expect(refused.out).toContain("dry run");
+    expect(forgotten).toEqual([]);
+    expect((await run(["forget", "busy", "--yes"])).code).toBe(0);
+    expect(forgotten).toEqual(["busy"]);
+  });
+
+  it("a store option the store refuses (a namespace with ':', a bad table name) is a usage error: exit 2", async () => {
+    const namespaced = await cli(["inspect", "x", "--namespace", "a:b"], { REDIS_URL: redisUrl });
+    expect(namespaced.code).toBe(2);
+    expect(namespaced.err).toContain("usage:");
+    expect((await cli(["inspect", "x", "--store", "postgres", "--table", "bad table;"], { DATABASE_URL: "postgres://u@127.0.0.1:1/db" })).code).toBe(2);
+  });
+
+  it("Redis keys placed with hashTag or buckets: --hash-tag / --buckets find them; inspect and forget", async () => {
+    for (const [placement, flags] of [
+      [{ hashTag: true }, ["--hash-tag"]],
+      [{ buckets: 8 }, ["--buckets", "8"]],
+    ] as const) {
+      const ns = namespace("placed");
+      const consumer = new RedisStore({ client: ioredisScriptClient(ioredis), namespace: ns, ...placement });
+      await consumer.remember("order-p", "fp-p");
+      const env = { REDIS_URL: redisUrl };
+      const found = await cli(["inspect", "order-p", "--namespace", ns, "--json", ...flags], env);
+      expect((found.json().records as { status: string }[])[0]?.status, flags.join(" ")).toBe("done");
+      expect((await cli(["forget", "order-p", "--namespace", ns, ...flags], env)).code).toBe(0);
+      expect(await consumer.seen("order-p"), flags.join(" ")).toBe(false);
+    }
+    expect((await cli(["inspect", "x", "--buckets", "eight"], { REDIS_URL: redisUrl })).code).toBe(2);
   });
 
   it("Upstash with a wrong token: exit 1, and neither token is printed", async () => {
