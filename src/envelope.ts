@@ -162,7 +162,8 @@ export function decodeEnvelope(body: unknown): Decoded<Envelope> {
 export function messageId(envelope: Envelope): string | undefined {
   const message: unknown = envelope;
   if (typeof message !== "object" || message === null) return undefined;
-  const meta = ownData(message as Record<string, unknown>, "meta");
+  // A plain read: a custom message's `meta` may be a getter or inherited (a class instance from `parse`).
+  const meta = (message as { meta?: unknown }).meta;
   if (typeof meta !== "object" || meta === null) return undefined;
   const id = ownData(meta as Record<string, unknown>, "id");
   return typeof id === "string" && id !== "" ? id : undefined;

@@ -91,7 +91,7 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 /** D1's transient errors (Cloudflare's "retry queries" guidance). */
 const TRANSIENT = /Network connection lost|storage caused object to be reset|reset because its code was updated|overloaded|transient issue/i;
 /** SQLite refusing a statement (a constraint, a missing table, bad SQL): the handler's batch cannot pass as it is. */
-const STATEMENT_REFUSED = /SQLITE_|constraint failed|no such (?:table|column|function)|syntax error|datatype mismatch|too many SQL variables/i;
+const STATEMENT_REFUSED = /SQLITE_(?:CONSTRAINT|ERROR|MISMATCH|RANGE|TOOBIG)\b|constraint failed|no such (?:table|column|function)|syntax error|datatype mismatch|too many SQL variables/i;
 /** Epoch milliseconds on the database's clock. */
 const NOW = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)";
 

@@ -54,8 +54,8 @@ interface Parked<T> {
  * `park` (given only when some lane must wait on another — a grouped copy on its first copy)
  * answers a promise for an item that may not be stepped yet: its lane waits for it without holding
  * one of the `limit` places, so that the lane it waits on can run even when every place is taken.
- * (Where every lane runs at once, a lane of one is only stepped: a copy alone in its lane holds
- * nothing back, and its step, false until its first copy is final, blocks nothing.) What a lane
+ * (Where every lane runs at once and nothing can wait, a lane of one is only stepped; with `park`
+ * a lane of one runs as any lane, so that a copy alone in its lane parks too.) What a lane
  * waits on is always an earlier item of the batch, so the waits cannot form a cycle.
  */
 export async function runLanes<T>(

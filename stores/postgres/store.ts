@@ -237,6 +237,8 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
   readonly #pool: PgPoolLike<Tx> | undefined;
   readonly #client: Tx | undefined;
   readonly #turns = new TurnTaking();
+  /** The one client's BEGIN failed on our side and its ROLLBACK did not go out either: sent before anything else. */
+  #rollbackOwed = false;
   readonly #token: () => string;
 
   constructor(options: PostgresStoreOptions<Tx>) {
@@ -413,7 +415,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       const slice = claims.slice(start, start + POSTGRES_MAX_IDS_PER_STATEMENT);
       const run = () => connection.query(this.#sql.release, [slice.map((claim) => claim.key), slice.map((claim) => claim.token)]);
       try {
-        await (this.#pool === undefined ? this.#turns.run(run) : run());
+        await (this.#pool === undefined ? this.#onClient(run) : run());
       } catch {
         return; // the database is unreachable: the leases end on their own
       }
@@ -476,7 +478,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
   async #query(operation: string, text: string, values: unknown[]): Promise<PgResult> {
     const run = () => (this.#pool ?? (this.#client as Tx)).query(text, values);
     try {
-      return await (this.#pool === undefined ? this.#turns.run(run) : run());
+      return await (this.#pool === undefined ? this.#onClient(run) : run());
     } catch (error) {
       throw await this.#failure(operation, error);
     }
@@ -486,13 +488,15 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
    * A driver failure as the store's typed error. When it is one a table of the wrong shape raises,
    * the table is read once more, and the error says what the table is and how to fix it.
    */
-  async #failure(operation: string, error: unknown): Promise<Error> {
+  async #failure(operation: string, failure: unknown): Promise<Error> {
+    // An owed ROLLBACK that failed (`#onClient`) is the database's failure, as any statement's.
+    const error = failure instanceof OwnStatementFailed ? failure.error : failure;
     const state = sqlState(error);
     if (state !== undefined && SHAPE_SQLSTATES.has(state)) {
       try {
         const connection = this.#pool ?? (this.#client as Tx);
         const diagnose = () => diagnoseTable(connection, this.layout, this.table);
-        const reason = await (this.#pool === undefined ? this.#turns.run(diagnose) : diagnose());
+        const reason = await (this.#pool === undefined ? this.#onClient(diagnose) : diagnose());
         if (reason !== undefined) return new StoreUnavailableError(STORE_NAME, operation, `${reason} (${state})`, { cause: scrubbedError(error) });
       } catch {
         // the table could not be read either: report the first failure as it is
@@ -512,7 +516,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     const values = [key, token, claim.fingerprint ?? null, this.#retention()];
     for (let attempt = 0; ; attempt += 1) {
       try {
-        await (this.#pool === undefined ? this.#turns.run(() => this.#once(this.#client as Tx, claim.id, values, work)) : this.#pooled(claim.id, values, work));
+        await (this.#pool === undefined ? this.#onClient(() => this.#once(this.#client as Tx, claim.id, values, work)) : this.#pooled(claim.id, values, work));
         return;
       } catch (error) {
         const own = error instanceof OwnStatementFailed;
@@ -536,6 +540,24 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
         throw await this.#failure("transact", cause);
       }
     }
+  }
+
+  /**
+   * A turn on the one client. A ROLLBACK still owed goes first: a BEGIN that failed on our side may
+   * land on the server later, and everything after it on this connection would run inside it.
+   */
+  #onClient<T>(run: () => Promise<T>): Promise<T> {
+    return this.#turns.run(async () => {
+      if (this.#rollbackOwed) {
+        try {
+          await (this.#client as Tx).query("ROLLBACK");
+        } catch (error) {
+          throw new OwnStatementFailed("ROLLBACK", error);
+        }
+        this.#rollbackOwed = false;
+      }
+      return run();
+    });
   }
 
   async #pooled(id: string, values: unknown[], work: (tx: Tx) => Promise<void>): Promise<void> {
@@ -576,10 +598,15 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       await own("BEGIN", this.isolation === undefined ? "BEGIN" : `BEGIN ISOLATION LEVEL ${this.isolation.toUpperCase()}`);
     } catch (error) {
       // A BEGIN that failed on our side (pg's query_timeout) may still open a transaction on the
-      // server: the connection must not serve the next caller inside it. Ended (ROLLBACK, queued
-      // behind the BEGIN) and, from a pool, dropped all the same.
+      // server: the connection must not serve the next caller inside it. From a pool it is dropped;
+      // the one client gets a ROLLBACK (queued behind the BEGIN), owed to its next turn if this one
+      // does not go out (pg drops a query that times out while still queued).
       state.broken = true;
-      await tx.query("ROLLBACK").catch(() => undefined);
+      try {
+        await tx.query("ROLLBACK");
+      } catch {
+        if (this.#pool === undefined) this.#rollbackOwed = true;
+      }
       throw error;
     }
     try {

@@ -519,4 +519,23 @@ describe("a custom parse with the default key", () => {
     expect(results[5]?.key).toBe("k-1");
     expect(runs).toBe(6);
   });
+
+  it("reads meta as the message has it: a class instance's getter or an inherited meta still gives the key", async () => {
+    class Order {
+      constructor(readonly id: string) {}
+      get meta() {
+        return { id: this.id };
+      }
+    }
+    const store = new InMemoryStore();
+    const engine = new BatchEngine<unknown>(store, () => undefined, {
+      parse: (body) => (String(body).startsWith("inherited:") ? Object.create({ meta: { id: String(body).slice(10) } }) : new Order(String(body))) as unknown,
+    });
+    const results = await engine.process(["o-1", "inherited:o-2"].map((body) => ({ body, context: {} })));
+    expect(results.map((r) => [r.status, r.key, r.dedupe])).toEqual([
+      ["ran", "o-1", "claim"],
+      ["ran", "o-2", "claim"],
+    ]);
+    expect(await store.seen("o-1")).toBe(true);
+  });
 });

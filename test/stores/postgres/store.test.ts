@@ -98,6 +98,49 @@ describe("PostgresStore transact: a BEGIN that failed on the client's side (mock
   });
 });
 
+describe("PostgresStore transact on one client: a BEGIN timed out on the client's side, and its ROLLBACK dropped too (mock: pg's query_timeout)", () => {
+  it("the ROLLBACK is owed to the next turn: nothing later runs inside the BEGIN that landed", async () => {
+    const one = new pg.Client({ connectionString: url });
+    one.on("error", () => {});
+    await one.connect();
+    let faults = 0;
+    // BEGIN reaches the server but its caller fails at once; the ROLLBACK queued behind it times out unsent.
+    const timingOut = new Proxy(one, {
+      get(target, property) {
+        if (property === "query") {
+          return (text: unknown, values?: unknown[]) => {
+            if (typeof text === "string" && text.startsWith("BEGIN") && faults === 0) {
+              faults += 1;
+              void target.query(text).catch(() => undefined);
+              return Promise.reject(new Error("Query read timeout"));
+            }
+            if (text === "ROLLBACK" && faults === 1) {
+              faults += 1;
+              return Promise.reject(new Error("Query read timeout"));
+            }
+            return target.query(text as string, values);
+          };
+        }
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    try {
+      const store = new PostgresStore({ client: timingOut as never, namespace: `begin-one-${Date.now().toString(36)}` });
+      const claim = await store.claim("one-1");
+      if (claim.status !== "claimed") throw new Error("expected claimed");
+      await expect(store.transact({ id: "one-1", token: claim.token }, async () => undefined)).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect(faults).toBe(2);
+      // The next call sends the owed ROLLBACK first: its commit is a real one, seen on another connection.
+      await store.remember("one-2");
+      expect(await new PostgresStore({ pool, namespace: store.namespace }).seen("one-2")).toBe(true);
+      await expect(one.query("SAVEPOINT probe")).rejects.toThrow(/transaction block/);
+    } finally {
+      await one.end();
+    }
+  });
+});
+
 describe("PostgresStore on PostgreSQL", () => {
   it("runs ONE statement per batch step, whatever the batch size", async () => {
     const sent: string[] = [];
