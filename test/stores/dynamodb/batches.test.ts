@@ -77,31 +77,38 @@ describe("claimMany answers a throttled id alone (mock: throttling, which Dynamo
   });
 });
 
+/**
+ * A client whose claim puts, per attempt below the SDK's retry middleware: attempt 1 reaches DynamoDB
+ * Local and its answer is dropped (a reset socket); later attempts are throttled. The error the SDK
+ * hands back is the last attempt's (throttled), though the first one wrote the claim.
+ */
+function landedThenThrottled(): { client: DynamoDBClient; attempts: () => number } {
+  const client = new DynamoDBClient(localClientConfig(endpoint, { maxAttempts: 3 }));
+  let claimAttempts = 0;
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      const input = (args as { input?: { ConditionExpression?: string; Item?: unknown } }).input;
+      if (input?.ConditionExpression === undefined || input.Item === undefined) return next(args);
+      claimAttempts += 1;
+      if (claimAttempts === 1) {
+        await next(args);
+        throw Object.assign(new Error("socket hang up"), { name: "Error", code: "ECONNRESET" });
+      }
+      throw Object.assign(throughputExceeded(), { $metadata: { httpStatusCode: 400 } });
+    },
+    { step: "finalizeRequest", priority: "low", name: "landedThenThrottled" },
+  );
+  return { client, attempts: () => claimAttempts };
+}
+
 describe("claimMany after the SDK's retries (mock: a lost answer and throttling, which DynamoDB Local cannot produce)", () => {
   it("a put that landed on its first attempt, answer lost, then throttled on the retries: the id fails and holds nothing", async () => {
-    // Below the SDK's retry middleware, per attempt: attempt 1 of the claim reaches DynamoDB Local and
-    // its answer is dropped (a reset socket); attempts 2 and 3 are throttled. The error the SDK hands
-    // back is the last attempt's (throttled), though the first one wrote the claim.
-    const client = new DynamoDBClient(localClientConfig(endpoint, { maxAttempts: 3 }));
-    let claimAttempts = 0;
-    client.middlewareStack.add(
-      (next) => async (args) => {
-        const input = (args as { input?: { ConditionExpression?: string; Item?: unknown } }).input;
-        if (input?.ConditionExpression === undefined || input.Item === undefined) return next(args);
-        claimAttempts += 1;
-        if (claimAttempts === 1) {
-          await next(args);
-          throw Object.assign(new Error("socket hang up"), { name: "Error", code: "ECONNRESET" });
-        }
-        throw Object.assign(throughputExceeded(), { $metadata: { httpStatusCode: 400 } });
-      },
-      { step: "finalizeRequest", priority: "low", name: "landedThenThrottled" },
-    );
+    const { client, attempts } = landedThenThrottled();
     const sent = commandsSent(client);
     const namespace = `lost-${Date.now().toString(36)}`;
     const store = new DynamoDBStore({ table, namespace, client, precheck: "never" });
     const [answer] = await store.claimMany(["order-7"], 60_000);
-    expect(claimAttempts).toBe(3);
+    expect(attempts()).toBe(3);
     expect(answer?.status).toBe("failed");
     expect(((answer as { error?: Error }).error as Error).message).toContain("ProvisionedThroughputExceededException");
     // The claim the first attempt wrote was deleted (fenced by its token): a redelivery claims at once.
@@ -112,26 +119,12 @@ describe("claimMany after the SDK's retries (mock: a lost answer and throttling,
   });
 
   it("the same through claim(): it throws the store's error and holds nothing either", async () => {
-    const client = new DynamoDBClient(localClientConfig(endpoint, { maxAttempts: 3 }));
-    let claimAttempts = 0;
-    client.middlewareStack.add(
-      (next) => async (args) => {
-        const input = (args as { input?: { ConditionExpression?: string; Item?: unknown } }).input;
-        if (input?.ConditionExpression === undefined || input.Item === undefined) return next(args);
-        claimAttempts += 1;
-        if (claimAttempts === 1) {
-          await next(args);
-          throw Object.assign(new Error("socket hang up"), { name: "Error", code: "ECONNRESET" });
-        }
-        throw Object.assign(throughputExceeded(), { $metadata: { httpStatusCode: 400 } });
-      },
-      { step: "finalizeRequest", priority: "low", name: "landedThenThrottled" },
-    );
+    const { client, attempts } = landedThenThrottled();
     const sent = commandsSent(client);
     const namespace = `lost-one-${Date.now().toString(36)}`;
     const store = new DynamoDBStore({ table, namespace, client, precheck: "never" });
     await expect(store.claim("order-8", 60_000)).rejects.toBeInstanceOf(StoreUnavailableError);
-    expect(claimAttempts).toBe(3);
+    expect(attempts()).toBe(3);
     expect(sent.filter((name) => name === "DeleteItemCommand")).toHaveLength(1);
     const honest = new DynamoDBStore({ table, namespace, clientConfig: localClientConfig(endpoint) });
     expect(await honest.inspect("order-8")).toBeNull();
