@@ -132,12 +132,21 @@ export interface WindowReport {
    * record, and any not started). A park or a failure in the same batch is not the hang's doing.
    */
   returnedByHang: number;
+  /**
+   * Of `hangs`, those whose batch could not keep to the guard's promise for a reason that is not the
+   * engine's: the store answered the claim step too late for the handlers to finish before the answer
+   * point, a commit or release was still unanswered when the batch answered (or died), or the process
+   * itself stalled longer than the engine's flush allowance. Such a batch returns its whole unfinished
+   * part, which is right; `returnedByLateHangs` counts those records (they are in `returnedByHang` too).
+   */
+  lateHangs: number;
+  returnedByLateHangs: number;
   /** Effects repeated in ids of batches with a hung handler. */
   hangRepeats: number;
 }
 
 export function emptyWindow(): WindowReport {
-  return { kills: 0, killRepeats: 0, runningAtKill: 0, committingAtKill: 0, batchAtKill: 0, hangs: 0, returnedByHang: 0, hangRepeats: 0 };
+  return { kills: 0, killRepeats: 0, runningAtKill: 0, committingAtKill: 0, batchAtKill: 0, hangs: 0, returnedByHang: 0, lateHangs: 0, returnedByLateHangs: 0, hangRepeats: 0 };
 }
 
 /**

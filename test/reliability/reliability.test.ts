@@ -32,7 +32,7 @@ import {
   upstashBackend,
 } from "./backends.js";
 import { InMemoryStore } from "../../src/memory-store.js";
-import { drawFault } from "./broker-parts.js";
+import { aroundCalls, drawFault, sleep } from "./broker-parts.js";
 import { withFaults } from "./faults.js";
 import { KAFKA_MIXES, RELIABILITY_MIXES, reliabilitySize } from "./mixes.js";
 import { raceDeliveries } from "./race.js";
@@ -101,6 +101,45 @@ describe("the harness's invocation limit", () => {
     expect(report.duplicates.leaseOutlived).toBeUndefined();
     expect(report.duplicates.unexplained).toBe(0);
     expect(report.effects).toBe(report.messages + report.duplicates.crashWindow);
+  });
+});
+
+describe("the harness's hang verdict", () => {
+  // The hang mix's guard promise, "only the hung record goes back", needs the store and the process on
+  // time: a claim step that answers at the answer point leaves the handlers no time, and the engine
+  // rightly returns the unfinished part. Such hangs are counted apart (lateHangs), and the verdict is
+  // kept for the others: a batch with no guard at all, its store on time, still fails it. (The mix's
+  // times, scaled down: invocations of 300 ms answered 150 ms before their end.)
+  const invocationMs = 300;
+  const deadlineMarginMs = 150;
+  const mix = { faultMix: "hang", hang: 0.5, invocationMs, deadlineMarginMs, handlerMs: [0, 20], messages: 40, consumers: 2, leaseMs: 400, visibilityMs: 20 } as const;
+
+  it("counts the hangs whose claim step answered too late apart, and judges the rest", async () => {
+    const slowClaims = aroundCalls(new InMemoryStore(), (method, _args, call) => (method === "claim" || method === "claimMany" ? sleep(invocationMs - deadlineMarginMs - 5).then(call) : call()));
+    const late = await simulate({ ...mix, store: "InMemoryStore", backend: slowClaims, random: seededRandom(93) });
+    expect(late.lost).toBe(0);
+    expect(late.window.hangs).toBeGreaterThan(0);
+    expect(late.window.lateHangs).toBe(late.window.hangs);
+    expect(late.window.returnedByLateHangs).toBe(late.window.returnedByHang);
+    expect(windowProblems(late)).toEqual([]);
+    expect(formatWindowTable([late])).toContain(`(${late.window.hangs} with the store or the process late: `);
+
+    // Commits that land just after the flush allowance (the engine flushes until 37.5 ms before the
+    // deadline): the batch answers with them in flight. Leases outlast the commits, so nothing repeats.
+    const slowCommits = aroundCalls(new InMemoryStore(), (method, _args, call) => (method === "remember" || method === "rememberMany" ? sleep(invocationMs - 30).then(call) : call()));
+    const lateCommits = await simulate({ ...mix, leaseMs: 3_000, store: "InMemoryStore", backend: slowCommits, random: seededRandom(94) });
+    expect(lateCommits.lost).toBe(0);
+    expect(lateCommits.window.hangs).toBeGreaterThan(0);
+    // (A hung batch with nothing else to run commits nothing: that one is on time.)
+    expect(lateCommits.window.lateHangs).toBeGreaterThan(0);
+    expect(windowProblems(lateCommits)).toEqual([]);
+
+    const unguarded = await simulate({ ...mix, deadlineGuard: false, store: "InMemoryStore", backend: new InMemoryStore(), random: seededRandom(93) });
+    expect(unguarded.lost).toBe(0);
+    expect(unguarded.window.hangs).toBeGreaterThan(0);
+    // (A loaded machine may stall the process through one of them: that one is late, the rest judged.)
+    expect(unguarded.window.lateHangs).toBeLessThan(unguarded.window.hangs);
+    expect(windowProblems(unguarded)).toEqual([expect.stringMatching(/^hangs returned \d+ records for \d+ hangs \(besides \d+ with the store or the process late\)$/)]);
   });
 });
 
