@@ -55,10 +55,9 @@ import type { Context, MSKEvent, MSKRecord, SelfManagedKafkaEvent } from "aws-la
 import type { MessageResult } from "../src/decision.js";
 import type { Delivery } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
-import { InvalidMessageError } from "../src/errors.js";
 import { schemaVersionRejection } from "../src/schema-gate.js";
 import { type KafkaRecordView, recordsOf } from "./kafka-records.js";
-import { type LambdaHandlerOptions, lambdaBatchRunner } from "./lambda-shared.js";
+import { type LambdaHandlerOptions, lambdaBatchRunner, refuseEvent as refuse } from "./lambda-shared.js";
 
 /** An Amazon MSK (`aws:kafka`) or self-managed Kafka (`SelfManagedKafka`) event. */
 export type KafkaEvent = MSKEvent | SelfManagedKafkaEvent;
@@ -101,7 +100,7 @@ const KAFKA_SOURCES = new Set(["aws:kafka", "SelfManagedKafka", "aws:SelfManaged
 
 /** Fails the invocation: the batch must be retried whole (see the header for the two cases). */
 function refuseEvent(reason: string): never {
-  throw new InvalidMessageError(`kafkaHandler: ${reason}; the invocation fails so that Lambda retries the batch`);
+  return refuse("kafkaHandler", reason);
 }
 
 /** True for a Kafka event; throws for records of another event source; false for an empty event. */

@@ -12,7 +12,8 @@
  *   finished, releases the claims of what never started, and answers — so Lambda gets a partial
  *   batch response instead of killing the invocation with none (which would redeliver the whole
  *   batch). A handler still running keeps its claim and is reported as a failure; if it finishes
- *   later (Lambda thaws the environment for the next invocation), its commit is still made.
+ *   later (Lambda thaws the environment for the next invocation), its commit is still made. A thaw
+ *   after the lease ended may follow a redelivery that ran it: nothing renews a lease (docs: limits).
  * - Logs, metrics and tracing come from `createObservability`, per batch.
  *
  * What this is *not*: an event source's mapping. Turning records into deliveries (attempts, FIFO
@@ -23,7 +24,7 @@ import type { Context } from "aws-lambda";
 import type { Store } from "../src/contract.js";
 import type { MessageResult } from "../src/decision.js";
 import { BatchEngine, type Delivery, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "../src/engine/index.js";
-import { InvalidOptionError } from "../src/errors.js";
+import { InvalidMessageError, InvalidOptionError } from "../src/errors.js";
 import {
   type MessagingSystem,
   OBSERVABILITY_OPTION_KEYS,
@@ -57,6 +58,15 @@ const LAMBDA_HANDLER_OPTION_KEYS = unionKeys(
     leaseMarginMs: true,
   }),
 ) as OptionKeys<LambdaHandlerOptions<unknown, unknown>>;
+
+/**
+ * Fails the invocation, so that Lambda retries the batch whole (or hands it to its failure
+ * destination): for an event a handler must not answer for record by record — another event
+ * source's, or records it cannot name in its answer.
+ */
+export function refuseEvent(owner: string, reason: string): never {
+  throw new InvalidMessageError(`${owner}: ${reason}; the invocation fails so that Lambda retries the batch`);
+}
 
 /** The invocation's remaining time (ms), or undefined when the context has none usable. */
 export function remainingMs(context: Context | undefined): number | undefined {

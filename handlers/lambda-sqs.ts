@@ -39,7 +39,7 @@ import { queueNameFromArn } from "../src/observability/index.js";
 import { jsonLogger } from "../src/observability/log.js";
 import { InvalidOptionError } from "../src/errors.js";
 import { DEFAULT_DEADLINE_MARGIN_MS } from "../src/engine/settings.js";
-import { type LambdaHandlerOptions, lambdaBatchRunner, remainingMs } from "./lambda-shared.js";
+import { type LambdaHandlerOptions, lambdaBatchRunner, refuseEvent, remainingMs } from "./lambda-shared.js";
 import type { ParkOutcome, SqsParks } from "./sqs-parks.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
@@ -187,6 +187,27 @@ function failure(record: SQSRecord | undefined): SQSBatchItemFailure {
 }
 
 /**
+ * The event's SQS records, none for an empty event. Throws (the invocation fails, Lambda retries)
+ * for another source's event: a Kafka event wired here by mistake answered "nothing failed" would
+ * have its records committed unrun, and an SNS or S3 event's answer is not read at all.
+ */
+function sqsRecordsOf(event: SQSEvent | undefined): SQSRecord[] {
+  if (typeof event !== "object" || event === null) return [];
+  const fields = event as unknown as Record<string, unknown>;
+  const records = fields.Records;
+  if (!Array.isArray(records)) {
+    if (fields.records !== undefined || fields.eventSource !== undefined) refuseEvent("sqsHandler", "the event is not from an SQS queue");
+    return [];
+  }
+  for (const record of records as unknown[]) {
+    const entry = typeof record === "object" && record !== null ? (record as Record<string, unknown>) : undefined;
+    const source = entry?.eventSource ?? entry?.EventSource;
+    if (source !== undefined && source !== "aws:sqs") refuseEvent("sqsHandler", "the event carries records of another event source");
+  }
+  return records as SQSRecord[];
+}
+
+/**
  * Builds the handler of an SQS-triggered Lambda function: every record is decided by the batch
  * engine, and every record that was not acknowledged is in `batchItemFailures` (the event source
  * mapping needs `functionResponseType: ReportBatchItemFailures`). The lease covers the invocation,
@@ -219,7 +240,7 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
   const answerMarginMs = (options.deadlineMarginMs ?? DEFAULT_DEADLINE_MARGIN_MS) / 4;
 
   return async (event, lambdaContext) => {
-    const records: SQSRecord[] = Array.isArray(event?.Records) ? event.Records : [];
+    const records = sqsRecordsOf(event);
     if (records.length === 0) return { batchItemFailures: [] };
     try {
       const deliveries: Delivery<SqsRuntimeContext>[] = records.map((record) => {
@@ -243,10 +264,13 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
       const queue = queueNameFromArn(records[0]?.eventSourceARN);
       const results: MessageResult[] = await run({ deliveries, lambdaContext, queue });
       if (parks !== undefined) {
-        // Parks only delay a redelivery: whatever they do (or throw), the batch's answer stands.
-        const parking = parks.park(records, results).catch((error: unknown): ParkOutcome => ({ changed: 0, failed: records.length, error }));
+        // Parks only delay a redelivery: whatever they do (or throw, at once or later), the batch's answer stands.
+        const parking = Promise.resolve()
+          .then(() => parks.park(records, results))
+          .catch((error: unknown): ParkOutcome => ({ changed: 0, failed: records.length, error }));
         const outcome = await withinDeadline(parking, parkTimeMs(lambdaContext), answerMarginMs, records.length);
-        if (outcome.failed > 0) {
+        // `outcome?`: a user's own parks may answer anything at all.
+        if ((outcome?.failed ?? 0) > 0) {
           const name = outcome.error instanceof Error ? outcome.error.name : typeof outcome.error;
           try {
             logger?.warn("parks: visibility not changed, the queue's visibility timeout applies", { queue, failed: outcome.failed, changed: outcome.changed, error: { name } });

@@ -21,7 +21,7 @@ import { type KafkaEvent, kafkaHandler } from "../../handlers/lambda-kafka.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { queueHandler, type QueueMessageLike } from "../../handlers/cloudflare-queue.js";
 import { sqsHandler } from "../../handlers/lambda-sqs.js";
-import { kafkaRecord, lambdaContext, mskEvent, sqsRecord } from "../../scripts/lambda-events.js";
+import { kafkaRecord, lambdaContext, mskEvent, selfManagedKafkaEvent, sqsRecord } from "../../scripts/lambda-events.js";
 import { envelope } from "../support/envelopes.js";
 
 const SECRET = "PAYLOAD-SECRET-7f3a";
@@ -113,6 +113,35 @@ describe("bad input through sqsHandler", () => {
     const context = lambdaContext(1_000);
     expect(await handler({ Records: [] }, context)).toEqual({ batchItemFailures: [] });
     expect(await handler({} as SQSEvent, context)).toEqual({ batchItemFailures: [] });
+  });
+
+  it("refuses another event source's event (the invocation fails, Lambda retries): nothing runs, nothing is answered as done", async () => {
+    let runs = 0;
+    const handler = sqsHandler({ store: new InMemoryStore(), handle: () => void (runs += 1) });
+    const body = JSON.stringify(envelope("k-1"));
+    const events: [string, unknown][] = [
+      // Answered "nothing failed", Lambda would commit these Kafka offsets with nothing run.
+      ["MSK", mskEvent([kafkaRecord(body)])],
+      ["self-managed Kafka", selfManagedKafkaEvent([kafkaRecord(body)])],
+      // SNS and Kinesis events carry `Records` too; SNS does not read the answer at all.
+      ["SNS", { Records: [{ EventSource: "aws:sns", EventVersion: "1.0", Sns: { Message: body } }] }],
+      ["Kinesis", { Records: [{ eventSource: "aws:kinesis", kinesis: { data: Buffer.from(body).toString("base64"), sequenceNumber: "1" } }] }],
+      ["SQS then Kinesis", { Records: [sqsRecord(body), { eventSource: "aws:kinesis", kinesis: { sequenceNumber: "2" } }] }],
+    ];
+    for (const [label, event] of events) {
+      const error = await handler(event as SQSEvent, lambdaContext()).then(
+        () => undefined,
+        (thrown: unknown) => thrown,
+      );
+      expect(error, label).toBeInstanceOf(InvalidMessageError);
+      expect((error as Error).message, label).toMatch(/sqsHandler: the event (is not from an SQS queue|carries records of another event source); the invocation fails so that Lambda retries the batch$/);
+      expect((error as Error).message, label).not.toContain("k-1");
+    }
+    expect(runs).toBe(0);
+    // An SQS record without `eventSource` (a hand-built test event) is still read as SQS.
+    const { eventSource: _source, ...bare } = sqsRecord(body, { messageId: "m-1" });
+    expect(await handler({ Records: [bare] } as unknown as SQSEvent, lambdaContext())).toEqual({ batchItemFailures: [] });
+    expect(runs).toBe(1);
   });
 });
 

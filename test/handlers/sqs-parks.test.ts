@@ -12,7 +12,7 @@ import type { SQSEvent } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InMemoryStore, InvalidOptionError } from "../../entry/index.js";
 import { sqsHandler, sqsParks } from "../../entry/lambda.js";
-import { parkChanges, queueUrlOf } from "../../handlers/sqs-parks.js";
+import { type ParkOutcome, parkChanges, queueUrlOf } from "../../handlers/sqs-parks.js";
 import { FIFO_QUEUE_ARN, lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { caught } from "../support/caught.js";
 import { envelopeBody } from "../support/envelopes.js";
@@ -205,6 +205,30 @@ describe("parks come back when the lease ends", () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]?.[1]).toMatchObject({ failed: 2, changed: 0, error: { name: "TypeError" } });
     expect(JSON.stringify(lines)).not.toContain("receipt-handle-secret");
+  });
+
+  it("an extension that throws at once, or answers no outcome, changes nothing of the answer either: no effect runs twice", async () => {
+    const extensions = [
+      { label: "throws at once", park: (): Promise<never> => {
+          throw new TypeError("receipt-handle-secret");
+        }, logged: 1 },
+      { label: "answers nothing", park: () => Promise.resolve(undefined as unknown as ParkOutcome), logged: 0 },
+    ];
+    for (const { label, park, logged } of extensions) {
+      const store = new InMemoryStore();
+      const lines: unknown[][] = [];
+      const logger = { info: () => undefined, warn: (...args: unknown[]) => lines.push(args), error: () => undefined };
+      const runs: string[] = [];
+      const handler = sqsHandler({ store, handle: (envelope) => void runs.push(envelope.job), logger, parks: { park } });
+      // One record with an id, one without (it runs without dedupe: a whole-batch failure would run it again).
+      const noId = sqsRecord(JSON.stringify({ job: "no-id", trace_id: "t", data: {}, meta: { schema_version: 1 }, attempts: 0 }), { messageId: "m-no-id" });
+      const response = await handler({ Records: [sqsRecord(envelopeBody("k1")), noId] }, lambdaContext());
+      expect(response.batchItemFailures, label).toEqual([]);
+      expect(runs.sort(), label).toEqual(["no-id", "urn:babel:test:job"]);
+      expect(lines, label).toHaveLength(logged);
+      if (logged > 0) expect(lines[0]?.[1], label).toMatchObject({ failed: 2, changed: 0, error: { name: "TypeError" } });
+      expect(JSON.stringify(lines), label).not.toContain("receipt-handle-secret");
+    }
   });
 });
 
