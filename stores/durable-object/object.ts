@@ -31,6 +31,13 @@ import type { ShardClaim, ShardClaimRef, ShardRecord } from "./store.js";
 import { Sweeper } from "./sweep.js";
 import { RecordTable, type SqlLike, type StoredRow } from "./table.js";
 
+/**
+ * The furthest ahead an alarm is set (about ten years). workerd refuses alarm times after 2189, and a
+ * window of `Number.MAX_SAFE_INTEGER` ms ("for good") ends after that: its sweep comes early, finds
+ * nothing expired and re-arms.
+ */
+const MAX_ALARM_AHEAD_MS = 315_360_000_000;
+
 /** The slice of `DurableObjectState` the object uses. */
 export interface IdempotencyObjectState {
   readonly storage: {
@@ -97,11 +104,25 @@ export class IdempotencyObject extends DurableObject {
    * would buy nothing, and every `setAlarm` is a row written.
    */
   async #armAlarm(deadline: number): Promise<void> {
-    const storage = this.#state.storage;
-    if (this.#alarmAt === undefined) this.#alarmAt = await storage.getAlarm();
+    if (this.#alarmAt === undefined) this.#alarmAt = await this.#state.storage.getAlarm();
     if (this.#alarmAt !== null) return;
-    this.#alarmAt = deadline;
-    await storage.setAlarm(deadline);
+    await this.#setAlarm(deadline);
+  }
+
+  /**
+   * Schedules the alarm at `at`, or `MAX_ALARM_AHEAD_MS` from now when that is sooner. Noted before
+   * the call, so that concurrent writes do not each write one; a call that fails leaves it unknown
+   * again, never "scheduled" with none scheduled.
+   */
+  async #setAlarm(at: number): Promise<void> {
+    const when = Math.min(at, Date.now() + MAX_ALARM_AHEAD_MS);
+    this.#alarmAt = when;
+    try {
+      await this.#state.storage.setAlarm(when);
+    } catch (error) {
+      this.#alarmAt = undefined;
+      throw error;
+    }
   }
 
   /**
@@ -234,9 +255,6 @@ export class IdempotencyObject extends DurableObject {
     const storage = this.#state.storage;
     this.#alarmAt = null;
     const { nextAt } = this.#sweeper.run(Date.now(), (work) => storage.transactionSync(work));
-    if (nextAt !== null) {
-      this.#alarmAt = nextAt;
-      await storage.setAlarm(nextAt);
-    }
+    if (nextAt !== null) await this.#setAlarm(nextAt);
   }
 }

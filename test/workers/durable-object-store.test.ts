@@ -268,6 +268,29 @@ describe("IdempotencyObject: the alarm sweep", () => {
     expect(await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm())).toBeNull();
   });
 
+  it("windows of Number.MAX_SAFE_INTEGER ms ('for good'): claims and commits answer, the alarm is armed within about ten years", async () => {
+    // workerd refuses alarm times after 2189: such a deadline used to fail the claim and the commit
+    // (after they had landed) and leave the object believing an alarm was set.
+    const objectName = `sweep-for-good-${Date.now()}`;
+    const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace: "sweep", objectName, leaseMs: Number.MAX_SAFE_INTEGER, retentionMs: Number.MAX_SAFE_INTEGER });
+    const stub = env.IDEMPOTENCY.get(env.IDEMPOTENCY.idFromName(`${objectName}/shard-0`));
+    const alarmAt = () => runInDurableObject(stub, (_instance, state) => state.storage.getAlarm());
+    expect((await store.claim("held")).status).toBe("claimed");
+    await store.remember("done");
+    expect(await store.seen("done")).toBe(true);
+    const year = 365 * 86_400_000;
+    const armed = await alarmAt();
+    expect(armed).not.toBeNull();
+    expect((armed as number) - Date.now()).toBeGreaterThan(9 * year);
+    expect((armed as number) - Date.now()).toBeLessThanOrEqual(10 * year);
+    // That sweep comes early: it finds nothing expired, keeps both rows and re-arms.
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await stub.storedRows()).toBe(2);
+    expect((await store.claim("held")).status).toBe("in-flight");
+    expect(await store.seen("done")).toBe(true);
+    expect(await alarmAt()).not.toBeNull();
+  });
+
   it("expired rows answer as absent even before any sweep", async () => {
     const store = new DurableObjectStore(env.IDEMPOTENCY, { namespace: `sweep-logic-${Date.now()}`, leaseMs: 30, retentionMs: 30 });
     await store.claim("lease");
