@@ -43,6 +43,7 @@ import { storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints, withFingerprint } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
+import { heldClaims, isToken } from "../../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { type Settled, type ShardRequest, fanOut, firstFailure } from "./fan-out.js";
 import { type Placement, pairToken, placeKey, shardOf, splitToken } from "./placement.js";
@@ -399,15 +400,17 @@ export class DurableObjectStore implements ClaimingStore {
   }
 
   async release(id: string, token: string): Promise<boolean> {
+    if (!isToken(token)) return false;
     const [key] = await this.#keys([id]);
-    const [released] = await this.#releaseKeys([{ key: key as string, token: String(token) }]);
+    const [released] = await this.#releaseKeys([{ key: key as string, token }]);
     return released === true;
   }
 
   async releaseMany(claims: readonly ClaimRef[]): Promise<void> {
-    if (claims.length === 0) return;
-    const keys = await this.#keys(claims.map((claim) => claim.id));
-    await this.#releaseKeys(claims.map((claim, i): ShardClaimRef => ({ key: keys[i] as string, token: String(claim.token) })));
+    const held = heldClaims(claims);
+    if (held.length === 0) return;
+    const keys = await this.#keys(held.map((claim) => claim.id));
+    await this.#releaseKeys(held.map((claim, i): ShardClaimRef => ({ key: keys[i] as string, token: claim.token })));
   }
 
   /**

@@ -47,6 +47,7 @@ import { describeFailure } from "../../src/store-kit/failures.js";
 import { storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
+import { heldClaims, isToken } from "../../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { MAX_REDIS_BUCKETS, bucketHead, bucketOf } from "./buckets.js";
 import { type ReplicaWait, attachPipeline, pipelineOf } from "./dispatch.js";
@@ -235,11 +236,12 @@ export class RedisStore implements ClaimingStore {
   }
 
   async release(id: string, token: string): Promise<boolean> {
+    if (!isToken(token)) return false;
     return (await this.#release("release", [{ id, token }]))[0] === true;
   }
 
   async releaseMany(claims: readonly ClaimRef[]): Promise<void> {
-    await this.#release("releaseMany", claims);
+    await this.#release("releaseMany", heldClaims(claims));
   }
 
   async remember(id: string, fingerprint?: string): Promise<void> {
@@ -412,9 +414,6 @@ export class RedisStore implements ClaimingStore {
 
   async #release(operation: string, claims: readonly ClaimRef[]): Promise<boolean[]> {
     if (claims.length === 0) return [];
-    for (const claim of claims) {
-      if (typeof claim?.token !== "string") throw new InvalidOptionError("token", "must be a string");
-    }
     const idKeys = await this.#idKeys(claims.map((claim) => claim.id));
     const { keys, owners } = spread(idKeys);
     const tokens = owners.map((owner) => (claims[owner] as ClaimRef).token);

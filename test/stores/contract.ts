@@ -279,6 +279,17 @@ export function testStore<S extends Store>(name: string, harness: StoreHarness<S
           expect((await store.claim("r")).status).toBe("claimed");
         });
 
+        it("a release without a token (empty, missing) releases nothing and answers false", async () => {
+          const store = await makeClaiming();
+          const claim = await store.claim("nt");
+          if (claim.status !== "claimed") throw new Error("expected claimed");
+          expect(await store.release("nt", "")).toBe(false);
+          expect(await store.release("nt", undefined as unknown as string)).toBe(false);
+          if (store.releaseMany) await store.releaseMany([{ id: "nt", token: "" }, { id: "nt", token: undefined as unknown as string }]);
+          expect((await store.claim("nt")).status).toBe("in-flight");
+          expect(await store.release("nt", claim.token)).toBe(true);
+        });
+
         itLease("fences: a stale token never releases the next owner's claim", async () => {
           const store = await makeClaiming();
           const { stale } = await claimAfterExpiry(store, "f");
