@@ -14,11 +14,12 @@
  *   - keys are `{namespace}:{id}` (`storeKey`); ids over 1024 bytes, starting with `#`, with a lone
  *     surrogate or with NUL are hashed to `#` + SHA-256.
  *   - `transact(claim, work)`: `work(tx)` ADDS prepared statements (`tx.add(tx.db.prepare(…).bind(…))`);
- *     nothing runs until the commit, which is ONE `db.batch([...handler's statements, fence, commit])`.
- *     The fence rewrites a one-row guard table with `held = EXISTS(claim in flight under my token,
- *     lease live)`; its CHECK (`held = 1`, constraint `babelqueue_fence_lost`) fails when the claim is
- *     no longer held, which aborts the batch: D1 rolls every statement of it back, the handler's that
- *     already ran included → `FenceLostError`.
+ *     nothing runs until the commit, which is ONE `db.batch([fence, ...handler's statements, commit])`.
+ *     The fence goes first, so a lost claim is told as such before any statement of the handler can
+ *     fail for its own reasons (a resend whose first send landed late meets its own rows). It
+ *     rewrites a one-row guard table with `held = EXISTS(claim in flight under my token, lease live)`;
+ *     its CHECK (`held = 1`, constraint `babelqueue_fence_lost`) fails when the claim is
+ *     no longer held, which aborts the batch: D1 rolls every statement of it back → `FenceLostError`.
  *     SQLite refusing another statement (a handler's constraint, bad SQL) → `TransactionConditionError`.
  *     D1's transient errors (connection lost, object reset, overloaded) → the row is read back:
  *     committed under my token → done; still mine → the batch is sent again (bounded); then
@@ -63,7 +64,11 @@ export interface D1DatabaseLike {
 export interface D1Transaction<Db extends D1DatabaseLike = D1DatabaseLike> {
   /** The database, to prepare statements with. Do not run them yourself: `add` them. */
   readonly db: Db;
-  /** Queues statements, in order, into the commit's batch. */
+  /**
+   * Queues prepared statements, in order, into the commit's batch. Throws `InvalidOptionError` for
+   * anything that is not a prepared statement (`.run()`'s promise: that statement already ran, outside
+   * the fence) and once the handler has returned (a write it did not await: the batch is already sent).
+   */
   add(...statements: D1StatementLike[]): void;
   /** What was added so far. */
   readonly statements: readonly D1StatementLike[];
@@ -77,7 +82,7 @@ export interface D1StoreOptions extends StoreWindows {
   table?: string;
   /** How many times `transact` resends its batch after a transient D1 error. Default 3. */
   maxTransactionRetries?: number;
-  /** Fencing-token generator. Default `crypto.randomUUID`. */
+  /** Fencing-token generator: a new random, non-empty string per call (two claims under one token cannot be told apart). Default `crypto.randomUUID`. */
   token?: () => string;
 }
 
@@ -210,7 +215,16 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
     const retries = options.maxTransactionRetries ?? 3;
     if (!Number.isSafeInteger(retries) || retries < 0) throw new InvalidOptionError("maxTransactionRetries", "must be an integer >= 0");
     this.maxTransactionRetries = retries;
-    this.#token = options.token ?? (() => crypto.randomUUID());
+    if (options.token !== undefined && typeof options.token !== "function") throw new InvalidOptionError("token", "must be a function returning a new random string");
+    const token = options.token;
+    this.#token =
+      token === undefined
+        ? () => crypto.randomUUID()
+        : () => {
+            const drawn = token();
+            if (!isToken(drawn)) throw new InvalidOptionError("token", "must return a non-empty string");
+            return drawn;
+          };
   }
 
   /** The row key of an id (for operators and tests). */
@@ -307,7 +321,7 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
   }
 
   /**
-   * Transactional mode: `work` adds statements; then ONE `db.batch([...statements, fence, commit])`.
+   * Transactional mode: `work` adds statements; then ONE `db.batch([fence, ...statements, commit])`.
    * An empty `work` still commits the id (fenced). See the file header for every outcome.
    */
   async transact(claim: FencedClaim, work: (tx: D1Transaction<Db>) => Promise<void>): Promise<void> {
@@ -315,10 +329,24 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
     const token = fenceToken(claim);
     const key = await this.key(claim.id);
     const added: D1StatementLike[] = [];
-    await work({ db: this.#db, add: (...statements) => void added.push(...statements), statements: added });
+    let sent = false;
+    const add = (...statements: D1StatementLike[]): void => {
+      if (sent) throw new InvalidOptionError("tx", "used after the handler returned; its batch was already sent: await every write before returning");
+      for (const statement of statements) {
+        if (typeof statement?.bind !== "function" || typeof (statement as { then?: unknown }).then === "function") {
+          throw new InvalidOptionError("statement", "must be a prepared statement (tx.db.prepare(…).bind(…)), not what .run() or .all() returns");
+        }
+      }
+      added.push(...statements);
+    };
+    try {
+      await work({ db: this.#db, add, statements: added });
+    } finally {
+      sent = true;
+    }
     const batch = [
-      ...added,
       this.#sql_(this.#sql.fence, key, token),
+      ...added,
       this.#sql_(this.#sql.commit, key, token, checkFingerprint(claim.fingerprint) ?? null, Math.ceil(this.retentionMs)),
     ];
     for (let attempt = 0; ; attempt += 1) {

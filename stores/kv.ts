@@ -37,6 +37,11 @@ const STORE_NAME = "KVStore";
 const MAX_KEY_BYTES = 512;
 /** KV's smallest `expirationTtl` (seconds). */
 const MIN_TTL_SECONDS = 60;
+/**
+ * The longest `expirationTtl` KV takes (a 32-bit integer of seconds, about 68 years): a longer retention
+ * ("for good") writes no TTL, and the stored deadline alone ends it.
+ */
+const MAX_TTL_SECONDS = 2_147_483_647;
 /** Most keys one bulk `get` may ask for. */
 const BULK_GET_LIMIT = 100;
 
@@ -200,14 +205,15 @@ export class KVStore implements Store {
     if (ids.length === 0) return;
     const keys = await Promise.all(ids.map((id) => this.#key(id)));
     const deadline = Date.now() + this.retentionMs;
-    const expirationTtl = Math.max(MIN_TTL_SECONDS, Math.ceil(this.retentionMs / 1000));
+    const ttlSeconds = Math.max(MIN_TTL_SECONDS, Math.ceil(this.retentionMs / 1000));
+    const put = ttlSeconds > MAX_TTL_SECONDS ? {} : { expirationTtl: ttlSeconds };
     // One value per key; an id repeated in the batch is written once, with its last fingerprint.
     const values = new Map<string, string>();
     keys.forEach((key, i) => {
       const fingerprint = checked[i];
       values.set(key, fingerprint === undefined ? String(deadline) : `${deadline}:${fingerprint}`);
     });
-    await this.#call("remember", () => Promise.all([...values].map(([key, value]) => this.#kv.put(key, value, { expirationTtl }))));
+    await this.#call("remember", () => Promise.all([...values].map(([key, value]) => this.#kv.put(key, value, put))));
   }
 
   async forget(id: string): Promise<void> {

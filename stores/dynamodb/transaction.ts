@@ -88,6 +88,9 @@ export interface DynamoDBTransactionDeps {
   readonly maxTransactionRetries?: number;
 }
 
+/** Transactions whose handler has returned: their actions are being sent, a later one would be dropped. */
+const SENT = new WeakSet<DynamoDBTransaction>();
+
 /** The handler's handle in transactional mode: it collects actions; the commit sends them. */
 export class DynamoDBTransaction {
   readonly #items: TransactWriteItem[] = [];
@@ -108,8 +111,12 @@ export class DynamoDBTransaction {
     return this.add({ ConditionCheck: check });
   }
 
-  /** Adds raw `TransactWriteItem`s, in order. */
+  /**
+   * Adds raw `TransactWriteItem`s, in order. Throws `InvalidOptionError` once the handler has returned
+   * (a write its handler did not await): the transaction is already on its way without it.
+   */
   add(...items: TransactWriteItem[]): this {
+    if (SENT.has(this)) throw new InvalidOptionError("tx", "used after the handler returned; its transaction was already sent: await every write before returning");
     this.#items.push(...items);
     return this;
   }
@@ -138,7 +145,11 @@ export async function transactDynamoDB(
   const token = fenceToken(claim);
   const key = await deps.key(claim.id);
   const tx = new DynamoDBTransaction();
-  await work(tx);
+  try {
+    await work(tx);
+  } finally {
+    SENT.add(tx);
+  }
   const actions = [...tx.items];
   validate(deps, key, actions);
   const maxRetries = deps.maxTransactionRetries ?? 3;

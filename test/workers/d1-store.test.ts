@@ -7,7 +7,7 @@
 import { applyD1Migrations, type D1Migration } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { FenceLostError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
+import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
 import { D1Store, type D1StoreOptions, type D1Transaction, d1IdempotencyTableSql } from "../../stores/d1.js";
 import migration from "../../migrations/0001_babelqueue_idempotency.sql?raw";
 import { testStore } from "../stores/contract.js";
@@ -189,7 +189,7 @@ describe("D1Store transactional mode", () => {
     const next = await owned(s, messageId);
     const failure = await s
       .transact(stale, async (tx) => {
-        // These run BEFORE the fence in the batch; only D1's rollback of the whole batch removes them.
+        // The fence goes first in the batch: it fails before these run, and D1 rolls the batch back.
         tx.add(effect(messageId, "stale-1"), effect(messageId, "stale-2"));
       })
       .catch((error: unknown) => error);
@@ -257,6 +257,54 @@ describe("D1Store transactional mode", () => {
     const c = await owned(never, `tx-lost-always-${namespace()}`);
     await expect(never.transact(c, async (tx) => tx.add(effect(c.id, "never")))).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(await effectsOf(c.id)).toEqual([]);
+  });
+
+  it("a resend whose lost first send landed late is done, even when the handler's own statement now meets its own row (the fence goes first)", async () => {
+    // Mock fault: the first batch's answer is lost and it lands just before the resend. Its INSERT of a
+    // unique row would fail on the resend; before the fence went first, that read as the handler's
+    // refusal (TransactionConditionError) although the batch had committed.
+    const sent: string[] = [];
+    const late = new D1Store(countingDb(sent, (n) => (n === 1 ? "late" : undefined)), { namespace: namespace() });
+    const id = `tx-late-unique-${namespace()}`;
+    const claim = await owned(late, id);
+    sent.length = 0;
+    await late.transact(claim, async (tx) => tx.add(tx.db.prepare("INSERT INTO d1_accounts (id, balance) VALUES (?, 10)").bind(id)));
+    expect(sent.slice(0, 3)).toEqual(["batch(3)", "all", "batch(3)"]);
+    expect((await late.inspect(id))?.status).toBe("done");
+    expect((await db.prepare("SELECT balance FROM d1_accounts WHERE id = ?").bind(id).all()).results).toEqual([{ balance: 10 }]);
+  });
+
+  it("tx.add refuses what is not a prepared statement, and any use once the handler returned; a token option must give non-empty strings", async () => {
+    const s = store();
+    const id = `tx-misuse-${namespace()}`;
+    const claim = await owned(s, id);
+    // `.run()`'s promise: that statement already ran, outside the fence.
+    const ran = await s
+      .transact(claim, async (tx) => tx.add(effect(id, "ran").run() as unknown as D1PreparedStatement))
+      .catch((error: unknown) => error);
+    expect(ran).toBeInstanceOf(InvalidOptionError);
+    expect((ran as Error).message).toMatch(/must be a prepared statement/);
+    expect((await s.inspect(id))?.status).toBe("in-flight");
+    await s.release(id, claim.token);
+
+    // A write the handler did not await: it throws instead of being dropped from a committed batch.
+    const again = await owned(s, id);
+    let lateAdd: Promise<unknown> | undefined;
+    await s.transact(again, async (tx) => {
+      tx.add(effect(id, "awaited"));
+      // Caught at once: the batch may still be in flight when it throws.
+      lateAdd = sleep(0)
+        .then(() => tx.add(effect(id, "not awaited")))
+        .catch((error: unknown) => error);
+    });
+    const thrown = await lateAdd;
+    expect(thrown).toBeInstanceOf(InvalidOptionError);
+    expect((thrown as Error).message).toMatch(/used after the handler returned/);
+    expect((await s.inspect(id))?.status).toBe("done");
+
+    expect(() => new D1Store(db, { token: "abc" as unknown as () => string })).toThrow(InvalidOptionError);
+    const empty = new D1Store(db, { namespace: namespace(), token: () => "" });
+    await expect(empty.claim(`tx-empty-token-${namespace()}`)).rejects.toBeInstanceOf(InvalidOptionError);
   });
 
   // Mock fault: D1 has no way to raise an internal error on demand locally.

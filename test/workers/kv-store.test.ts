@@ -54,6 +54,21 @@ describe("KVStore specifics", () => {
     expect(puts.at(-1)?.ttl).toBe(4 * 24 * 3600);
   });
 
+  it("a retention past KV's longest expirationTtl (about 68 years; 'for good') writes no TTL, and the id stays seen", async () => {
+    // KV refuses an expirationTtl over 2^31 - 1 s: every commit used to fail (commit-failed), so nothing was remembered.
+    const year = 365 * 24 * 3600 * 1000;
+    const namespace = `kv-for-good-${Date.now()}`;
+    const forGood = new KVStore(env.SEEN, { namespace, retentionMs: Number.MAX_SAFE_INTEGER });
+    await forGood.rememberMany(["kept"], ["fp-1"]);
+    expect(await forGood.seen("kept")).toBe(true);
+    const withinLimit = new KVStore(env.SEEN, { namespace, retentionMs: 60 * year });
+    await withinLimit.remember("sixty-years");
+    const { keys } = await env.SEEN.list({ prefix: `${namespace}:` });
+    const expirations = Object.fromEntries(keys.map((key) => [key.name.slice(namespace.length + 1), key.expiration]));
+    expect(expirations.kept).toBeUndefined();
+    expect(expirations["sixty-years"]).toBeGreaterThan(Date.now() / 1000 + 59 * 365 * 24 * 3600);
+  });
+
   it("answers seenMany for more than 100 ids (bulk reads are chunked)", async () => {
     const store = new KVStore(env.SEEN, { namespace: `kv-bulk-${Date.now()}` });
     const ids = Array.from({ length: 250 }, (_, i) => `id-${i}`);

@@ -129,6 +129,24 @@ describe("DynamoDB transactional mode on DynamoDB Local", () => {
     expect((await store.claim(messageId)).status).toBe("in-flight");
   });
 
+  it("a write the handler did not await throws once the handler returned, instead of being dropped from a committed transaction", async () => {
+    const { store, transact } = setup();
+    const messageId = `late-${suffix}`;
+    const claim = await owned(store, messageId);
+    let late: Promise<unknown> | undefined;
+    await transact(claim, async (tx) => {
+      putEffect(tx, messageId, "a");
+      // Forgotten await: the helper writes after the handler has returned.
+      // Caught at once: the send may still be in flight when it throws.
+      late = new Promise((resolve) => setTimeout(resolve, 0)).then(() => putEffect(tx, messageId, "late")).catch((error: unknown) => error);
+    });
+    const thrown = await late;
+    expect(thrown).toBeInstanceOf(InvalidOptionError);
+    expect((thrown as Error).message).toMatch(/used after the handler returned/);
+    expect(await effectsOf(messageId)).toEqual(["a"]);
+    expect((await store.claim(messageId)).status).toBe("done");
+  });
+
   it("a stale owner (lease over, id re-claimed) writes nothing: FenceLostError", async () => {
     const { store, transact } = setup();
     const messageId = `stale-${suffix}`;
