@@ -609,8 +609,13 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       }
       throw error;
     }
+    const lent = lend(tx);
     try {
-      await work(tx);
+      try {
+        await work(lent.view);
+      } finally {
+        lent.end();
+      }
       const fenced = await own("fenced commit", this.#sql.fencedCommit, values);
       if (fenced.rowCount !== 1) throw new FenceLostError(id);
       await own("COMMIT", "COMMIT");
@@ -628,6 +633,38 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       throw error;
     }
   }
+}
+
+/**
+ * The handler's view of the connection for one attempt: the client itself (every method, `instanceof`
+ * intact), except that `release` is refused — the store returns the connection once the transaction has
+ * ended; released mid-transaction it would serve another message inside this one — and that any call
+ * after the handler returned throws: a write it did not await would land outside the transaction, or
+ * inside the next message's.
+ */
+function lend<Tx extends object>(tx: Tx): { view: Tx; end(): void } {
+  let ended = false;
+  const view = new Proxy(tx, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target) as unknown;
+      if (typeof value !== "function") return value;
+      if (property === "release") {
+        return () => {
+          throw new InvalidOptionError("tx", "must not be released by the handler: the store releases the connection when the transaction has ended");
+        };
+      }
+      return (...args: unknown[]) => {
+        if (ended) throw new InvalidOptionError("tx", "used after the handler returned; its transaction has ended: await every query before returning");
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return {
+    view,
+    end() {
+      ended = true;
+    },
+  };
 }
 
 /** A loser's answer from the row that blocked it. */

@@ -10,7 +10,7 @@
  */
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { FenceLostError, StoreUnavailableError, TransactionConditionError } from "../../../src/errors.js";
+import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../../src/errors.js";
 import type { PgQueryable, PostgresStore, PostgresStoreOptions } from "../../../entry/postgres.js";
 import { testTransactionalStore } from "../transactional-contract.js";
 import { countingPool } from "./support.js";
@@ -98,6 +98,36 @@ export function testPostgresTransactions(name: string, { pool, single, open }: T
       const again = await owned(s, messageId);
       await s.transact(again, (tx) => insertEffect(tx, messageId, "retry").then(() => undefined));
       expect(await effectsOf(messageId)).toEqual(["retry"]);
+    });
+
+    it("the handler's connection refuses release() and any query after the handler returned: nothing escapes the transaction", async () => {
+      const s = await open();
+      const messageId = `tx-lent-${unique()}`;
+      const claim = await owned(s, messageId);
+      // pg's habit, release(), mid-transaction: the connection would serve another message inside this transaction.
+      const released = await s
+        .transact(claim, async (tx) => {
+          await insertEffect(tx, messageId, "a");
+          (tx as unknown as pg.PoolClient).release();
+        })
+        .catch((error: unknown) => error);
+      expect(released).toBeInstanceOf(InvalidOptionError);
+      expect(await effectsOf(messageId)).toEqual([]);
+      expect((await s.inspect(messageId))?.status).toBe("in-flight");
+      expect(await s.release(messageId, claim.token)).toBe(true);
+
+      // A query the handler did not await: it throws instead of landing after the commit (or in the next transaction).
+      const again = await owned(s, messageId);
+      let late: Promise<unknown> | undefined;
+      await s.transact(again, async (tx) => {
+        await insertEffect(tx, messageId, "b");
+        late = new Promise((resolve) => setTimeout(resolve, 0)).then(() => insertEffect(tx, messageId, "late")).catch((error: unknown) => error);
+      });
+      const thrown = await late;
+      expect(thrown).toBeInstanceOf(InvalidOptionError);
+      expect((thrown as Error).message).toMatch(/used after the handler returned/);
+      expect(await effectsOf(messageId)).toEqual(["b"]);
+      expect((await s.inspect(messageId))?.status).toBe("done");
     });
 
     it("a stale owner (lease over, id re-claimed) commits nothing: FenceLostError, no rows", async () => {
