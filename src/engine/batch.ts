@@ -22,7 +22,7 @@ import {
   notStarted,
   stillRunning,
 } from "../decision.js";
-import { GroupBlockedError } from "../errors.js";
+import { GroupBlockedError, StoreUnavailableError } from "../errors.js";
 import type { EngineEvent, RunInterceptor } from "../events.js";
 import { StepQueue } from "./commit.js";
 import { decode, fingerprintAll, gate, markCopiesAndBlocked } from "./gate.js";
@@ -327,6 +327,8 @@ export class BatchRun<Message, RC> {
       outcome = { ok: false, error: thrown };
     }
     emit?.({ type: "store-step", step: "transact", ids: 1, durationMs: Date.now() - started, ok: outcome.ok });
+    // The store could not run or end the transaction (not the handler's failure, nor a lost fence): logged at error, counted in StoreErrors.
+    if (!outcome.ok && outcome.error instanceof StoreUnavailableError) emit?.({ type: "store-error", step: "transact", ids: 1, error: outcome.error });
     this.#ran(item);
     const next = afterTransaction(outcome, key, handlerRan);
     if (next.next === "release") this.#release(item);

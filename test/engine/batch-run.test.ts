@@ -13,7 +13,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ClaimRef, ClaimingStore, FencedClaim, TransactionalStore } from "../../src/contract.js";
 import { BatchEngine } from "../../src/engine/index.js";
-import { FenceLostError, GroupBlockedError, type PayloadConflictError } from "../../src/errors.js";
+import { FenceLostError, GroupBlockedError, type PayloadConflictError, StoreUnavailableError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { claimingView, recordingCommits, seenSetView } from "../support/store-views.js";
@@ -92,6 +92,28 @@ describe("transactional mode, the engine's side", () => {
     // Released at once: the redelivery need not wait for the lease.
     expect(await store.inspect("a")).toBeNull();
     expect(steps(events)).toEqual(["claim:1:true", "transact:1:false", "release:1:true"]);
+    // The handler's own failure is not the store's: no store-error.
+    expect(events.filter((e) => e.type === "store-error")).toEqual([]);
+  });
+
+  it("a store that cannot run the transaction: a store-error for the transact step (logged at error, counted); a lost fence is none", async () => {
+    const down = new StoreUnavailableError("JournalStore", "transact", "connection refused");
+    const broken = new JournalStore();
+    broken.transact = async () => {
+      throw down;
+    };
+    const { events, observe } = observed();
+    const [result] = await new BatchEngine(broken, () => {}, { transactional: true, observe }).process(deliveries(["a"]));
+    expect(result).toMatchObject({ status: "failed", ack: false, error: down });
+    expect(events.filter((e) => e.type === "store-error")).toEqual([{ type: "store-error", step: "transact", ids: 1, error: down }]);
+
+    const fenced = new JournalStore();
+    fenced.transact = async (claim) => {
+      throw new FenceLostError(claim.id);
+    };
+    const lost = observed();
+    await new BatchEngine(fenced, () => {}, { transactional: true, observe: lost.observe }).process(deliveries(["b"]));
+    expect(lost.events.filter((e) => e.type === "store-error")).toEqual([]);
   });
 
   it("a lost fence: failed, not acked, and no release (the claim is someone else's)", async () => {
