@@ -68,7 +68,7 @@ export interface CliConfig {
 
 export type StoreConfig =
   | { readonly kind: "dynamodb"; readonly namespace: string; readonly table: string; readonly endpoint?: string; readonly region?: string; readonly keyAttribute?: string }
-  | ({ readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string; readonly layout?: RedisLayoutName } & RedisPlacementFlags)
+  | { readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string; readonly layout?: RedisLayoutName }
   | ({ readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string; readonly layout?: RedisLayoutName } & RedisPlacementFlags)
   | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string; readonly layout?: PostgresLayoutName };
 
@@ -196,10 +196,14 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
       const url = pick(flag("url"), env.UPSTASH_REDIS_REST_URL);
       const token = pick(flag("token"), env.UPSTASH_REDIS_REST_TOKEN);
       if (url === undefined || token === undefined) throw new UsageError("upstash needs --url and a token (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN)");
+      // UpstashRedisStore takes no placement options (one endpoint, no Cluster slots to spread over).
+      for (const name of ["hash-tag", "buckets", "previous-buckets"]) {
+        if (flags[name] !== undefined) throw new UsageError(`--${name} is RedisStore's (a Redis Cluster's key placement); upstash does not take it`);
+      }
       const prefix = flag("prefix");
       const layout = redisLayout(flag("layout"), env, namespace);
       return {
-        store: { kind, namespace, url, token, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }), ...redisPlacement(flags) },
+        store: { kind, namespace, url, token, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }) },
         secrets: [token, ...urlSecrets(url)],
       };
     }

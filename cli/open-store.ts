@@ -85,7 +85,6 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
         namespace: config.namespace,
         ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
         ...(config.layout === undefined ? {} : { layout: config.layout }),
-        ...placement(config),
       });
       return { store, label: `upstash ${hostOf(config.url)}, ${redisWhere(store)}`, close: async () => undefined };
     }

@@ -24,5 +24,5 @@ export { AUTO_PRECHECK_MIN_REDELIVERED, type PrecheckPolicy } from "../stores/dy
 export { DYNAMODB_TRANSACTION_ACTIONS, DYNAMODB_TRANSACTION_LIMITS, DynamoDBTransaction } from "../stores/dynamodb/transaction.js";
 export { DYNAMODB_MAX_KEY_BYTES } from "../stores/dynamodb/items.js";
 
-/** @deprecated Use `DynamoDBStore.transact` (transactional mode calls it for you). Removed in 0.3.0. */
+/** @deprecated Use `TransactionalDynamoDBStore` (its `transact`; transactional mode calls it for you). Removed in 0.3.0. */
 export const transactDynamoDB: typeof transaction.transactDynamoDB = transaction.transactDynamoDB;

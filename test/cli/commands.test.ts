@@ -298,6 +298,14 @@ describe("store failures and usage", () => {
       expect(await consumer.seen("order-p"), flags.join(" ")).toBe(false);
     }
     expect((await cli(["inspect", "x", "--buckets", "eight"], { REDIS_URL: redisUrl })).code).toBe(2);
+    // Upstash takes no placement: a usage error naming the flag (before, the store refused an option the user never named).
+    const upstashEnv = { UPSTASH_REDIS_REST_URL: upstashUrl, UPSTASH_REDIS_REST_TOKEN: upstashToken };
+    for (const flags of [["--hash-tag"], ["--buckets", "16"], ["--previous-buckets", "4"]]) {
+      const refused = await cli(["inspect", "x", ...flags], upstashEnv);
+      expect(refused.code, flags.join(" ")).toBe(2);
+      expect(refused.err, flags.join(" ")).toContain(`${flags[0]} is RedisStore's`);
+      expect(refused.err).not.toContain(upstashToken);
+    }
   });
 
   it("Upstash with a wrong token: exit 1, and neither token is printed", async () => {
