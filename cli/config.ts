@@ -69,7 +69,7 @@ export interface CliConfig {
 export type StoreConfig =
   | { readonly kind: "dynamodb"; readonly namespace: string; readonly table: string; readonly endpoint?: string; readonly region?: string; readonly keyAttribute?: string }
   | { readonly kind: "upstash"; readonly namespace: string; readonly url: string; readonly token: string; readonly prefix?: string; readonly layout?: RedisLayoutName }
-  | ({ readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string; readonly layout?: RedisLayoutName } & RedisPlacementFlags)
+  | { readonly kind: "redis"; readonly namespace: string; readonly url: string; readonly prefix?: string; readonly layout?: RedisLayoutName; readonly placement: RedisPlacementFlags }
   | { readonly kind: "postgres"; readonly namespace: string; readonly url: string; readonly table?: string; readonly layout?: PostgresLayoutName };
 
 /** The table layouts of the Postgres store (its `layout` option). */
@@ -213,7 +213,7 @@ function storeConfig(flags: Record<string, string | boolean | undefined>, env: E
       const prefix = flag("prefix");
       const layout = redisLayout(flag("layout"), env, namespace);
       return {
-        store: { kind, namespace, url, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }), ...redisPlacement(flags) },
+        store: { kind, namespace, url, ...(prefix === undefined ? {} : { prefix }), ...(layout === undefined ? {} : { layout }), placement: redisPlacement(flags) },
         secrets: urlSecrets(url),
       };
     }

@@ -7,7 +7,7 @@
  * when the command is done.
  */
 import type { Store } from "../src/contract.js";
-import type { RedisPlacementFlags, StoreConfig } from "./config.js";
+import type { StoreConfig } from "./config.js";
 
 export interface OpenedStore {
   readonly store: Store;
@@ -48,13 +48,6 @@ const ns = (namespace: string) => `namespace ${JSON.stringify(namespace)}`;
 /** Where a Redis store's records are: its namespace, or in a BabelQueue layout the layout and its prefix. */
 const redisWhere = (store: { layout: string; namespace: string; prefix: string }) =>
   store.layout === "babelqueue-serverless" ? ns(store.namespace) : `layout ${store.layout}, prefix ${JSON.stringify(store.prefix)}`;
-
-/** The consumers' key placement, as the store options spell it. */
-const placement = (config: RedisPlacementFlags): RedisPlacementFlags => ({
-  ...(config.hashTag === true ? { hashTag: true } : {}),
-  ...(config.buckets === undefined ? {} : { buckets: config.buckets }),
-  ...(config.previousBuckets === undefined ? {} : { previousBuckets: config.previousBuckets }),
-});
 
 export async function openStore(config: StoreConfig): Promise<OpenedStore> {
   switch (config.kind) {
@@ -101,7 +94,7 @@ export async function openStore(config: StoreConfig): Promise<OpenedStore> {
         namespace: config.namespace,
         ...(config.prefix === undefined ? {} : { prefix: config.prefix }),
         ...(config.layout === undefined ? {} : { layout: config.layout }),
-        ...placement(config),
+        ...config.placement,
       });
       return {
         store,

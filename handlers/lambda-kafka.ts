@@ -57,7 +57,7 @@ import type { Delivery } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
 import { schemaVersionRejection } from "../src/schema-gate.js";
 import { type KafkaRecordView, recordsOf } from "./kafka-records.js";
-import { type LambdaHandlerOptions, lambdaBatchRunner, refuseEvent as refuse } from "./lambda-shared.js";
+import { type LambdaHandlerOptions, lambdaBatchRunner, refuseEvent as refuse, unacknowledgedTail } from "./lambda-shared.js";
 
 /** An Amazon MSK (`aws:kafka`) or self-managed Kafka (`SelfManagedKafka`) event. */
 export type KafkaEvent = MSKEvent | SelfManagedKafkaEvent;
@@ -168,13 +168,11 @@ export function kafkaHandler<Message = Envelope>(options: KafkaHandlerOptions<Me
       results = undefined;
     }
     // Views are grouped by partition in offset order: from a partition's first unacknowledged record on, list the rest of it.
-    const resumed = new Set<string | undefined>();
-    const batchItemFailures: KafkaBatchItemFailure[] = [];
-    views.forEach((view, index) => {
-      if (results?.[index]?.ack === true && !resumed.has(view.partition)) return;
-      resumed.add(view.partition);
-      batchItemFailures.push(failureOf(view));
-    });
-    return { batchItemFailures };
+    const listed = unacknowledgedTail(
+      views.length,
+      (index) => results?.[index]?.ack === true,
+      (index) => views[index]?.partition,
+    );
+    return { batchItemFailures: listed.map((index) => failureOf(views[index] as KafkaRecordView)) };
   };
 }

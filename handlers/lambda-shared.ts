@@ -68,14 +68,40 @@ export function refuseEvent(owner: string, reason: string): never {
   throw new InvalidMessageError(`${owner}: ${reason}; the invocation fails so that Lambda retries the batch`);
 }
 
-/** The invocation's remaining time (ms), or undefined when the context has none usable. */
-export function remainingMs(context: Context | undefined): number | undefined {
+/**
+ * The records a partial batch response lists, by index: every one not acknowledged, and in a group
+ * (an SQS FIFO message group, a Kafka partition; `groupOf` answers undefined outside one) every one
+ * after the group's first not acknowledged. The engine blocks a group's tail when it stops the group;
+ * the answer can still hold an acknowledged record after one that is not (a commit retried past the
+ * deadline leaves an earlier record in flight after a later one committed), and that record is listed
+ * too: it comes back as a duplicate, in order.
+ */
+export function unacknowledgedTail(size: number, acked: (index: number) => boolean, groupOf: (index: number) => string | undefined): number[] {
+  const stopped = new Set<string>();
+  const listed: number[] = [];
+  for (let index = 0; index < size; index += 1) {
+    const group = groupOf(index);
+    if (acked(index) && (group === undefined || !stopped.has(group))) continue;
+    if (group !== undefined) stopped.add(group);
+    listed.push(index);
+  }
+  return listed;
+}
+
+/** The invocation's time left (ms) as its context reads it, a spent clock (0 or less) included; undefined without a usable clock. */
+export function timeLeftMs(context: Context | undefined): number | undefined {
   try {
-    const remaining = context?.getRemainingTimeInMillis?.();
-    return typeof remaining === "number" && Number.isFinite(remaining) && remaining > 0 ? remaining : undefined;
+    const left = context?.getRemainingTimeInMillis?.();
+    return typeof left === "number" && Number.isFinite(left) ? left : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** The invocation's remaining time (ms), or undefined when the context has none usable (a spent clock included). */
+export function remainingMs(context: Context | undefined): number | undefined {
+  const left = timeLeftMs(context);
+  return left !== undefined && left > 0 ? left : undefined;
 }
 
 /** What one batch adds: the invocation's context and the name its logs and spans carry. */

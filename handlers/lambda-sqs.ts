@@ -39,7 +39,7 @@ import { queueNameFromArn } from "../src/observability/index.js";
 import { jsonLogger } from "../src/observability/log.js";
 import { InvalidOptionError } from "../src/errors.js";
 import { DEFAULT_DEADLINE_MARGIN_MS } from "../src/engine/settings.js";
-import { type LambdaHandlerOptions, lambdaBatchRunner, refuseEvent, remainingMs } from "./lambda-shared.js";
+import { type LambdaHandlerOptions, lambdaBatchRunner, refuseEvent, timeLeftMs, unacknowledgedTail } from "./lambda-shared.js";
 import type { ParkOutcome, SqsParks } from "./sqs-parks.js";
 
 /** What `handle` receives next to the message (plus the engine's `key`, `attempts` and `dedupe`). */
@@ -127,21 +127,14 @@ function schemaVersionOf(record: SQSRecord): unknown {
 
 /**
  * Every record not acknowledged, and on a FIFO queue every record of a group after its first one not
- * acknowledged (AWS's rule for FIFO partial batch responses). The engine blocks a group's tail when it
- * stops the group, copies included; the answer can still hold an acknowledged record after one that is
- * not — a commit retried past the deadline leaves an earlier record in flight after a later one
- * committed — and that record is returned too (it comes back as a duplicate, in order).
+ * acknowledged (AWS's rule for FIFO partial batch responses; `unacknowledgedTail`).
  */
 function failuresOf(records: readonly SQSRecord[], results: readonly (MessageResult | undefined)[]): SQSBatchItemFailure[] {
-  const stopped = new Set<string>();
-  const failures: SQSBatchItemFailure[] = [];
-  records.forEach((record, index) => {
-    const group = fifoGroupOf(record);
-    if (results[index]?.ack === true && (group === undefined || !stopped.has(group))) return;
-    if (group !== undefined) stopped.add(group);
-    failures.push(failure(record));
-  });
-  return failures;
+  return unacknowledgedTail(
+    records.length,
+    (index) => results[index]?.ack === true,
+    (index) => fifoGroupOf(records[index] as SQSRecord),
+  ).map((index) => failure(records[index]));
 }
 
 /**
@@ -168,18 +161,12 @@ async function withinDeadline(parking: Promise<ParkOutcome>, remaining: number |
 
 /**
  * The time the parks may take: what is left of the invocation, and 0 — not "no limit" — once the
- * engine answered at or past the deadline (`remainingMs` reads a spent clock as none: with a
- * `deadlineMarginMs` of 0 the answer comes right at the deadline). Undefined only without a clock.
+ * engine answered at or past the deadline (with a `deadlineMarginMs` of 0 the answer comes right at
+ * the deadline). Undefined only without a clock.
  */
 function parkTimeMs(context: Context | undefined): number | undefined {
-  const remaining = remainingMs(context);
-  if (remaining !== undefined) return remaining;
-  try {
-    const left = context?.getRemainingTimeInMillis?.();
-    return typeof left === "number" && Number.isFinite(left) ? 0 : undefined;
-  } catch {
-    return undefined;
-  }
+  const left = timeLeftMs(context);
+  return left === undefined ? undefined : Math.max(0, left);
 }
 
 function failure(record: SQSRecord | undefined): SQSBatchItemFailure {

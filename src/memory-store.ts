@@ -18,6 +18,7 @@ import { InvalidOptionError } from "./errors.js";
 import { checkNamespace } from "./store-kit/keys.js";
 import { checkFingerprint, checkFingerprints, withFingerprint } from "./store-kit/fingerprints.js";
 import { checkOptions, optionKeys } from "./store-kit/options.js";
+import { tokenSource } from "./store-kit/tokens.js";
 import { checkMs, resolveWindows } from "./store-kit/windows.js";
 
 /** Options of `InMemoryStore`. */
@@ -80,15 +81,12 @@ export class InMemoryStore implements ClaimingStore {
     this.namespace = checkNamespace(options.namespace ?? "");
     ({ leaseMs: this.leaseMs, retentionMs: this.retentionMs } = resolveWindows(options));
     this.#now = options.now ?? Date.now;
-    if (options.token !== undefined) this.#token = options.token;
-    else {
-      const prefix = `${crypto.randomUUID()}:`;
-      let counter = 0;
-      this.#token = () => {
-        counter += 1;
-        return `${prefix}${counter}`;
-      };
-    }
+    const prefix = `${crypto.randomUUID()}:`;
+    let counter = 0;
+    this.#token = tokenSource(options.token, () => {
+      counter += 1;
+      return `${prefix}${counter}`;
+    });
   }
 
   /** Live entries (committed or in flight), for tests and metrics. */

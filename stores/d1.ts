@@ -38,7 +38,7 @@ import { describeFailure, storeFailure } from "../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../src/store-kit/options.js";
-import { fenceToken, heldClaims, isToken } from "../src/store-kit/tokens.js";
+import { fenceToken, heldClaims, isToken, tokenSource } from "../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../src/store-kit/windows.js";
 
 /** What the store reads from a D1 result (`D1Result` has it). */
@@ -215,16 +215,7 @@ export class D1Store<Db extends D1DatabaseLike = D1DatabaseLike> implements Tran
     const retries = options.maxTransactionRetries ?? 3;
     if (!Number.isSafeInteger(retries) || retries < 0) throw new InvalidOptionError("maxTransactionRetries", "must be an integer >= 0");
     this.maxTransactionRetries = retries;
-    if (options.token !== undefined && typeof options.token !== "function") throw new InvalidOptionError("token", "must be a function returning a new random string");
-    const token = options.token;
-    this.#token =
-      token === undefined
-        ? () => crypto.randomUUID()
-        : () => {
-            const drawn = token();
-            if (!isToken(drawn)) throw new InvalidOptionError("token", "must return a non-empty string");
-            return drawn;
-          };
+    this.#token = tokenSource(options.token, () => crypto.randomUUID());
   }
 
   /** The row key of an id (for operators and tests). */

@@ -52,7 +52,7 @@ import { storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
-import { isToken } from "../../src/store-kit/tokens.js";
+import { isToken, tokenSource } from "../../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { type BatchTarget, type Projection, readAll, writeAll } from "./batch.js";
 import { type ClaimTarget, claimKey } from "./claim.js";
@@ -249,7 +249,7 @@ export class DynamoDBStore implements ClaimingStore {
     if (options.now !== undefined && typeof options.now !== "function") throw new InvalidOptionError("now", "must be a function returning epoch milliseconds");
     this.client = options.client ?? new DynamoDBClient(options.clientConfig ?? {});
     this.#clock = clockFor(this.client, options.now ?? Date.now);
-    this.#token = options.token ?? (() => globalThis.crypto.randomUUID());
+    this.#token = tokenSource(options.token, () => globalThis.crypto.randomUUID());
     this.#limiter = new RequestLimiter(concurrency);
     this.#send = sender(this.client, this.#limiter, this.#clock);
     this.#batch = {

@@ -44,7 +44,7 @@ import { describeFailure, scrubbedError, storeFailure } from "../../src/store-ki
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
-import { fenceToken, heldClaims, isToken } from "../../src/store-kit/tokens.js";
+import { fenceToken, heldClaims, isToken, tokenSource } from "../../src/store-kit/tokens.js";
 import { checkMs, resolveWindows } from "../../src/store-kit/windows.js";
 import { isRetryable, sqlState, unavailable } from "./errors.js";
 import { DEFAULT_POSTGRES_TABLES, type PostgresLayout, checkLayout, isSdkLayout, layoutStatements, layoutTable, layoutTableSql, sdkRowKey } from "./layouts.js";
@@ -274,7 +274,7 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     const retries = options.maxTransactionRetries ?? 3;
     if (!Number.isSafeInteger(retries) || retries < 0) throw new InvalidOptionError("maxTransactionRetries", "must be an integer >= 0");
     this.maxTransactionRetries = retries;
-    this.#token = options.token ?? (() => globalThis.crypto.randomUUID());
+    this.#token = tokenSource(options.token, () => globalThis.crypto.randomUUID());
   }
 
   /** The row key of an id (for operators and tests): `{namespace}:{id}`, or in a BabelQueue layout `meta.id` itself. */

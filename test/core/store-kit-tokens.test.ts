@@ -3,8 +3,9 @@
  * release is a no-op (the store filters it out) and a transaction under it is a lost fence.
  */
 import { describe, expect, it } from "vitest";
-import { FenceLostError } from "../../src/errors.js";
-import { fenceToken, heldClaims, isToken } from "../../src/store-kit/tokens.js";
+import { FenceLostError, InvalidOptionError } from "../../src/errors.js";
+import { InMemoryStore } from "../../src/memory-store.js";
+import { fenceToken, heldClaims, isToken, tokenSource } from "../../src/store-kit/tokens.js";
 
 const notTokens: unknown[] = ["", undefined, null, 0, 1, false, true, {}, [], ["t"]];
 
@@ -60,5 +61,30 @@ describe("fenceToken", () => {
     expect(thrown).toBeInstanceOf(FenceLostError);
     expect((thrown as FenceLostError).key).toBe(key);
     expect((thrown as FenceLostError).code).toBe("FENCE_LOST");
+  });
+});
+
+describe("tokenSource (every store's token option)", () => {
+  it("the fallback when none is given; a given generator's tokens as drawn", () => {
+    const fallback = () => "fallback";
+    expect(tokenSource(undefined, fallback)).toBe(fallback);
+    let n = 0;
+    const drawn = tokenSource(() => `t-${(n += 1)}`, fallback);
+    expect([drawn(), drawn()]).toEqual(["t-1", "t-2"]);
+  });
+
+  it("refuses a generator that is not a function, and each drawn value that is not a token", () => {
+    expect(() => tokenSource("abc", () => "x")).toThrow(InvalidOptionError);
+    for (const value of notTokens) {
+      const bad = tokenSource(() => value, () => "x");
+      expect(() => bad(), JSON.stringify(value) ?? String(value)).toThrow(InvalidOptionError);
+    }
+  });
+
+  it("a store's claim under a generator of empty tokens fails typed, and holds nothing", async () => {
+    expect(() => new InMemoryStore({ token: "abc" as unknown as () => string })).toThrow(InvalidOptionError);
+    const store = new InMemoryStore({ token: () => "" });
+    await expect(store.claim("x")).rejects.toBeInstanceOf(InvalidOptionError);
+    expect(await store.inspect("x")).toBeNull();
   });
 });
