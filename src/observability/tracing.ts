@@ -9,7 +9,8 @@
  *   clients (AWS SDK, fetch) nest under it.
  * - A message whose handler runs gets its span when the run starts; the span is the active
  *   context inside the user's handler, and ends when the message's fate is final (after its
- *   commit). Its parent is the producer's: the `traceparent` header, else the envelope's `trace_id`
+ *   commit; a handler still running at the deadline keeps its span open, with the answer as
+ *   `babelqueue.answer`, until its late result). Its parent is the producer's: the `traceparent` header, else the envelope's `trace_id`
  *   (trace-context.ts), else the batch span; it links to the batch span (and the batch span to it).
  * - A message that never runs (duplicate, in-flight, invalid, conflict, a copy, FIFO-blocked) gets
  *   a short span under the batch span when its result arrives.
@@ -23,7 +24,7 @@
  * without a registered tracer provider every span is a no-op, as OpenTelemetry intends.
  */
 import type { MessageResult } from "../decision.js";
-import { InvalidOptionError } from "../errors.js";
+import { DeadlineExceededError, InvalidOptionError } from "../errors.js";
 import type { EngineEvent, RunInfo, RunInterceptor } from "../events.js";
 import { checkOptions, optionKeys } from "../store-kit/options.js";
 import { errorFacts } from "./error-facts.js";
@@ -147,7 +148,13 @@ export class BatchTracing {
       },
       parent,
     );
-    if (producer !== undefined) this.#batch?.addLink?.({ context: producer });
+    // A transactional store that retries its transaction (PostgreSQL on 40001 / 40P01) runs the
+    // handler again: the earlier attempt's span ends here, and the batch links the producer once.
+    const earlier = this.#open.get(info.index);
+    if (earlier !== undefined) {
+      earlier.setAttribute("babelqueue.outcome", "retried");
+      earlier.end();
+    } else if (producer !== undefined) this.#batch?.addLink?.({ context: producer });
     this.#open.set(info.index, span);
     try {
       await api.context.with(api.trace.setSpan(parent, span), run);
@@ -172,8 +179,13 @@ export class BatchTracing {
 
   #onResult(event: Extract<EngineEvent, { type: "result" }>): void {
     const result = event.result;
-    this.#outcomes.set(result.status, (this.#outcomes.get(result.status) ?? 0) + 1);
     let span = this.#open.get(event.index);
+    if (event.late !== true) this.#outcomes.set(result.status, (this.#outcomes.get(result.status) ?? 0) + 1);
+    if (span !== undefined && stillRunning(result)) {
+      // Answered in-flight while its handler runs on: the span stays open for the late result.
+      span.setAttribute("babelqueue.answer", result.status);
+      return;
+    }
     this.#open.delete(event.index);
     if (span === undefined) {
       span = this.#tracer.startSpan(
@@ -207,7 +219,7 @@ export class BatchTracing {
       ...(info.messageId === undefined ? {} : { "messaging.message.id": info.messageId }),
       ...(info.key === undefined ? {} : { "babelqueue.key": cut(info.key) }),
       "babelqueue.attempts": info.attempts,
-      ...(info.traceId === undefined ? {} : { "messaging.message.conversation_id": info.traceId }),
+      ...(info.traceId === undefined ? {} : { "messaging.message.conversation_id": cut(info.traceId) }),
       ...(isReplay(info.headers) ? { "babelqueue.replay": true } : {}),
     };
   }
@@ -222,6 +234,11 @@ export class BatchTracing {
     if (typeof info.traceId === "string" && info.traceId.trim() !== "") return traceIdParent(info.traceId);
     return undefined;
   }
+}
+
+/** A result the deadline gave to a delivery whose handler (or its commit) is still under way. */
+function stillRunning(result: MessageResult): boolean {
+  return result.error instanceof DeadlineExceededError && result.error.phase === "still running";
 }
 
 function cut(key: string): string {

@@ -158,6 +158,19 @@ describe("a batch, span by span", () => {
     ]);
   });
 
+  it("cuts a trace_id longer than 256 characters the same way (its conversation id)", async () => {
+    const otel = fakeOtel();
+    const traces = new BatchTracing({ api: otel.api }, { system: "aws_sqs" });
+    await traces.run(async () => {
+      await traces.intercept(async () => undefined, { index: 0, key: "a", attempts: 0, traceId: "t".repeat(257) });
+      await traces.intercept(async () => undefined, { index: 1, key: "b", attempts: 0, traceId: "t".repeat(256) });
+    });
+    expect(otel.spans.slice(1).map((span) => (span.options as { attributes: Record<string, unknown> }).attributes["messaging.message.conversation_id"])).toStrictEqual([
+      `${"t".repeat(256)}…`,
+      "t".repeat(256),
+    ]);
+  });
+
   it("a message span and a result observed outside the batch's context are still under the batch span", async () => {
     const otel = fakeOtel();
     const traces = new BatchTracing({ api: otel.api }, { system: "aws_sqs" });

@@ -214,6 +214,81 @@ describe("spans through the batch engine", () => {
   });
 });
 
+describe("spans of a handler the engine answers for early, or runs again", () => {
+  it("a handler still running at the deadline: one span, answered in-flight, ended by its late result under the producer", async () => {
+    const store = new InMemoryStore({ namespace: "trace-deadline" });
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let finished: () => void = () => undefined;
+    const slowDone = new Promise<void>((resolve) => {
+      finished = resolve;
+    });
+    const handler = sqsHandler({
+      store,
+      logger: false,
+      deadlineMarginMs: 200,
+      tracing: otelTracing({ api, tracer }),
+      handle: async (message) => {
+        if (message.data.slow === true) {
+          await gate;
+          finished();
+        }
+      },
+    });
+    const response = await handler(
+      { Records: [sqsRecord(body("fast"), { messageId: "m-fast" }), sqsRecord(body("slow", { slow: true }, UUID_TRACE), { messageId: "m-slow" })] },
+      lambdaContext(400),
+    );
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: "m-slow" }]);
+    // At the answer the slow message's span is still open: only the batch and the fast span ended.
+    expect(spans().map((span) => span.attributes["babelqueue.key"] ?? "batch").sort()).toEqual(["batch", "fast"]);
+    release();
+    await slowDone;
+    await new Promise((resolve) => setTimeout(resolve, 20)); // its commit
+    const slow = spans().filter((span) => span.attributes["babelqueue.key"] === "slow");
+    expect(slow).toHaveLength(1);
+    expect(slow[0]?.attributes["babelqueue.answer"]).toBe("in-flight");
+    expect(slow[0]?.attributes["babelqueue.outcome"]).toBe("ran");
+    expect(slow[0]?.spanContext().traceId).toBe(UUID_TRACE.replaceAll("-", ""));
+    expect(await store.seen("slow")).toBe(true);
+    const batch = spans().find((span) => span.attributes["babelqueue.key"] === undefined) as ReadableSpan;
+    expect(batch.attributes["babelqueue.outcome.in-flight"]).toBe(1);
+    expect(batch.attributes["babelqueue.outcome.ran"]).toBe(1);
+  });
+
+  it("a transaction run again (PostgreSQL's retry on 40001): the first attempt's span ends as retried, the producer is linked once", async () => {
+    // Scripted: the store runs `work` twice, as PostgresStore does when COMMIT fails with 40001.
+    class RetryingStore extends InMemoryStore {
+      async transact(claim: { id: string; token: string; fingerprint?: string }, work: (tx: string[]) => Promise<void>): Promise<void> {
+        await work([]);
+        await work([]);
+        if (!(await this.release(claim.id, claim.token))) throw new Error("fence lost");
+        await this.remember(claim.id, claim.fingerprint);
+      }
+    }
+    const store = new RetryingStore({ namespace: "trace-retry" });
+    let runs = 0;
+    const handler = sqsHandler({
+      store,
+      transactional: true,
+      logger: false,
+      tracing: otelTracing({ api, tracer }),
+      handle: async () => {
+        runs += 1;
+      },
+    });
+    const response = await handler({ Records: [sqsRecord(body("retried", {}, UUID_TRACE))] }, lambdaContext());
+    expect(response.batchItemFailures).toEqual([]);
+    expect(runs).toBe(2);
+    const attempts = spans().filter((span) => span.attributes["babelqueue.key"] === "retried");
+    expect(attempts.map((span) => span.attributes["babelqueue.outcome"])).toEqual(["retried", "ran"]);
+    const batch = spans().find((span) => span.attributes["babelqueue.key"] === undefined) as ReadableSpan;
+    expect(batch.links).toHaveLength(1);
+  });
+});
+
 describe("spans from synthetic event sequences", () => {
   it("a handler still running past batch-end keeps its span open until its late result", async () => {
     const traces = new BatchTracing({ api, tracer }, { system: "aws_sqs", queue: "orders" });
