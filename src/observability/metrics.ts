@@ -131,7 +131,14 @@ export function emptyTally(): BatchTally {
 }
 
 function isEmpty(tally: BatchTally): boolean {
-  return tally.messages === 0 && tally.storeErrors === 0 && tally.batchMs === undefined && STEPS.every((step) => tally.steps[step] === undefined);
+  return (
+    tally.messages === 0 &&
+    tally.storeErrors === 0 &&
+    tally.batchMs === undefined &&
+    tally.handlerMs.length === 0 &&
+    STATUSES.every((status) => tally.statuses[status] === 0) &&
+    STEPS.every((step) => tally.steps[step] === undefined)
+  );
 }
 
 const round = (ms: number) => Math.round(ms * 100) / 100;
@@ -141,7 +148,9 @@ const sum = (values: readonly number[]) => values.reduce((total, value) => total
 export function count(tally: BatchTally, event: EngineEvent): void {
   switch (event.type) {
     case "result": {
-      tally.messages += 1;
+      // A late result is a delivery already counted, as InFlight, when the batch was answered:
+      // its final status is added, the delivery is not counted again.
+      if (event.late !== true) tally.messages += 1;
       const status = event.result.status as OutcomeStatus;
       if (status in tally.statuses) tally.statuses[status] += 1;
       if (typeof event.handlerMs === "number" && Number.isFinite(event.handlerMs)) tally.handlerMs.push(round(event.handlerMs));
@@ -276,8 +285,9 @@ export function metricsSinks<Env>(option: boolean | MetricsOptions<Env> | undefi
 }
 
 /**
- * The metrics of one batch. Counts every event; writes at `batch-end`. Results that arrive after
- * it (handlers still running past a deadline) are written together once the last one is in.
+ * The metrics of one batch. Counts every event; writes at `batch-end`. The late results that
+ * follow it (`batch-end.pending` handlers still running past a deadline) are written together
+ * once the last one is in, with their final statuses and no second `Messages` count.
  * `finish()` writes whatever was not written, for an engine that never said `batch-end`.
  */
 export class BatchMetrics<Env = unknown> {
@@ -285,14 +295,13 @@ export class BatchMetrics<Env = unknown> {
   readonly #queue: string | undefined;
   readonly #dataset: AnalyticsEngineLike | undefined;
   #tally = emptyTally();
-  #size: number | undefined;
-  #results = 0;
   #ended = false;
+  /** Late results still expected after `batch-end`. */
+  #pending = 0;
 
-  constructor(sinks: MetricsSinks<Env>, batch: { queue?: string; size?: number; env?: Env }) {
+  constructor(sinks: MetricsSinks<Env>, batch: { queue?: string; env?: Env }) {
     this.#sinks = sinks;
     this.#queue = batch.queue;
-    this.#size = batch.size;
     const analytics = sinks.analytics;
     let dataset: AnalyticsEngineLike | undefined;
     try {
@@ -305,19 +314,19 @@ export class BatchMetrics<Env = unknown> {
 
   observe(event: EngineEvent): void {
     count(this.#tally, event);
-    if (event.type === "batch-start") this.#size = event.size;
-    if (event.type === "result") this.#results += 1;
     if (event.type === "batch-end") {
       this.#ended = true;
+      this.#pending = event.pending;
       this.#flush();
-    } else if (this.#ended && event.type === "result" && this.#size !== undefined && this.#results >= this.#size) {
-      this.#flush();
+    } else if (this.#ended && event.type === "result" && event.late === true) {
+      this.#pending -= 1;
+      if (this.#pending <= 0) this.#flush();
     }
   }
 
   /** Writes what was not written yet, unless late results are still expected after a `batch-end`. */
   finish(): void {
-    if (!this.#ended || this.#size === undefined || this.#results >= this.#size) this.#flush();
+    if (!this.#ended || this.#pending <= 0) this.#flush();
   }
 
   #flush(): void {

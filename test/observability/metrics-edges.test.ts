@@ -10,6 +10,7 @@ import {
   type AnalyticsEngineLike,
   analyticsDataPoint,
   BatchMetrics,
+  batchMetrics,
   type BatchTally,
   count,
   emfDocuments,
@@ -20,7 +21,10 @@ import {
   STEP_METRICS,
 } from "../../src/observability/metrics.js";
 import { emfViolations } from "./emf-spec.js";
-import { result, step, withGlobal } from "./harness.js";
+import { sqsHandler } from "../../handlers/lambda-sqs.js";
+import { lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
+import { InMemoryStore } from "../../src/memory-store.js";
+import { body, result, step, withGlobal } from "./harness.js";
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -279,7 +283,7 @@ describe("BatchMetrics: what is worth a document", () => {
 describe("BatchMetrics: writing around batch-end", () => {
   it("an engine that never says batch-end: finish() writes, even with fewer results than the size", () => {
     const { values } = ((c) => {
-      const metrics = new BatchMetrics(c.sinks, { size: 3 });
+      const metrics = new BatchMetrics(c.sinks, {});
       metrics.observe(result(0, "ran"));
       metrics.finish();
       return c;
@@ -287,44 +291,78 @@ describe("BatchMetrics: writing around batch-end", () => {
     expect(values()).toStrictEqual([{ ...ZERO_COUNTS, Messages: 1, Ran: 1 }]);
   });
 
-  it("late results: written once the last expected one is in, not before, and finish() waits for them", () => {
+  // The engine's order at a deadline: each handler still running is reported in-flight before
+  // batch-end (pending counts them), and its real outcome follows, marked late.
+  const late = (index: number, status: string): EngineEvent => ({ ...(result(index, status) as Extract<EngineEvent, { type: "result" }>), late: true });
+
+  it("late results: written once the last expected one is in, not before, with their statuses and no second Messages count", () => {
     const { lines, sinks, values } = collector();
     const metrics = new BatchMetrics(sinks, {});
     metrics.observe({ type: "batch-start", size: 3 });
     metrics.observe(result(0, "ran"));
+    metrics.observe(result(1, "in-flight"));
+    metrics.observe(result(2, "in-flight"));
     metrics.observe({ type: "batch-end", size: 3, durationMs: 5, pending: 2 });
     expect(lines).toHaveLength(1);
     metrics.observe(step("release", 2)); // not a result: no write
-    metrics.finish(); // two results still expected
-    metrics.observe(result(1, "ran"));
+    metrics.finish(); // two late results still expected
+    metrics.observe(late(1, "ran"));
     expect(lines).toHaveLength(1);
-    metrics.observe(result(2, "failed"));
+    metrics.observe(late(2, "commit-failed"));
     expect(values()).toStrictEqual([
-      { ...ZERO_COUNTS, Messages: 1, Ran: 1, BatchMs: 5 },
-      { ...ZERO_COUNTS, Messages: 2, Ran: 1, Failed: 1, StoreReleaseMs: [2] },
+      { ...ZERO_COUNTS, Messages: 3, Ran: 1, InFlight: 2, BatchMs: 5 },
+      { ...ZERO_COUNTS, Ran: 1, CommitFailed: 1, StoreReleaseMs: [2] },
     ]);
   });
 
-  it("after the last result, a late store step waits for finish()", () => {
+  it("after the last late result, a late store step waits for finish()", () => {
     const { lines, sinks, values } = collector();
-    const metrics = new BatchMetrics(sinks, { size: 2 });
+    const metrics = new BatchMetrics(sinks, {});
     metrics.observe(result(0, "ran"));
+    metrics.observe(result(1, "in-flight"));
     metrics.observe({ type: "batch-end", size: 2, durationMs: 5, pending: 1 });
-    metrics.observe(result(1, "ran"));
+    metrics.observe(late(1, "ran"));
     expect(lines).toHaveLength(2);
     metrics.observe(step("commit", 3));
     expect(lines).toHaveLength(2);
     metrics.finish();
     expect(values()).toStrictEqual([
-      { ...ZERO_COUNTS, Messages: 1, Ran: 1, BatchMs: 5 },
-      { ...ZERO_COUNTS, Messages: 1, Ran: 1 },
+      { ...ZERO_COUNTS, Messages: 2, Ran: 1, InFlight: 1, BatchMs: 5 },
+      { ...ZERO_COUNTS, Ran: 1 },
       { ...ZERO_COUNTS, StoreCommitMs: [3] },
     ]);
   });
 
+  it("through sqsHandler: a handler past the deadline is InFlight in the batch's document, its late Ran in one more, counted once", async () => {
+    const lines: string[] = [];
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const store = new InMemoryStore({ namespace: "metrics-late" });
+    const handler = sqsHandler({
+      store,
+      logger: false,
+      deadlineMarginMs: 200,
+      metrics: batchMetrics({ namespace: "Tests", service: "orders", write: (line) => lines.push(line) }),
+      handle: async (message) => {
+        if (message.data.slow === true) await gate;
+      },
+    });
+    const response = await handler({ Records: [sqsRecord(body("fast")), sqsRecord(body("slow", { slow: true }), { messageId: "m-slow" })] }, lambdaContext(400));
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: "m-slow" }]);
+    expect(lines).toHaveLength(1);
+    release();
+    await vi.waitFor(() => expect(lines).toHaveLength(2));
+    expect(await store.seen("slow")).toBe(true);
+    const [batch, late] = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect([batch?.Messages, batch?.Ran, batch?.InFlight]).toStrictEqual([2, 1, 1]);
+    expect([late?.Messages, late?.Ran, late?.InFlight]).toStrictEqual([0, 1, 0]);
+  });
+
   it("a batch of one: a store step after batch-end is written at finish(), not at once", () => {
     const { lines, sinks, values } = collector();
-    const metrics = new BatchMetrics(sinks, { size: 1 });
+    const metrics = new BatchMetrics(sinks, {});
     metrics.observe(result(0, "ran"));
     metrics.observe({ type: "batch-end", size: 1, durationMs: 5, pending: 0 });
     metrics.observe(step("release", 1));
@@ -333,20 +371,6 @@ describe("BatchMetrics: writing around batch-end", () => {
     expect(values()).toStrictEqual([
       { ...ZERO_COUNTS, Messages: 1, Ran: 1, BatchMs: 5 },
       { ...ZERO_COUNTS, StoreReleaseMs: [1] },
-    ]);
-  });
-
-  it("without a known size, late results are written at finish()", () => {
-    const { lines, sinks, values } = collector();
-    const metrics = new BatchMetrics(sinks, {});
-    metrics.observe(result(0, "ran"));
-    metrics.observe({ type: "batch-end", size: 2, durationMs: 5, pending: 1 });
-    metrics.observe(result(1, "duplicate"));
-    expect(lines).toHaveLength(1);
-    metrics.finish();
-    expect(values()).toStrictEqual([
-      { ...ZERO_COUNTS, Messages: 1, Ran: 1, BatchMs: 5 },
-      { ...ZERO_COUNTS, Messages: 1, Duplicate: 1 },
     ]);
   });
 });

@@ -5,6 +5,7 @@
  */
 import { Metrics } from "@aws-lambda-powertools/metrics";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { createObservability } from "../../src/observability/index.js";
 import {
@@ -88,13 +89,15 @@ describe("EMF from synthetic events", () => {
     metrics.observe({ type: "batch-start", size: 3 });
     metrics.observe(result(0, "ran", { handlerMs: 1 }));
     metrics.observe(result(1, "duplicate"));
+    metrics.observe(result(2, "in-flight")); // the engine's answer for a handler still running
     metrics.observe({ type: "batch-end", size: 3, durationMs: 900, pending: 1 });
     metrics.finish(); // the handler answered; the late result is still expected
-    expect(docs().map((doc) => doc.Messages)).toEqual([2]);
+    expect(docs().map((doc) => [doc.Messages, doc.InFlight])).toEqual([[3, 1]]);
     metrics.observe(step("commit", 6));
-    metrics.observe(result(2, "ran", { handlerMs: 1200 }));
+    metrics.observe({ ...(result(2, "ran", { handlerMs: 1200 }) as Extract<EngineEvent, { type: "result" }>), late: true });
     expect(lines).toHaveLength(2);
-    expect(docs()[1]).toMatchObject({ Messages: 1, Ran: 1, Duplicate: 0, HandlerMs: [1200], StoreCommitMs: [6] });
+    // The delivery was counted in Messages at the answer: the late document adds its status only.
+    expect(docs()[1]).toMatchObject({ Messages: 0, Ran: 1, Duplicate: 0, InFlight: 0, HandlerMs: [1200], StoreCommitMs: [6] });
     expect(docs()[1]?.BatchMs).toBeUndefined();
     for (const line of lines) expect(emfViolations(line)).toEqual([]);
   });
