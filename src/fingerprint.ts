@@ -19,9 +19,14 @@
  * synchronous 128-bit hash makes an accidental collision (which would only bring back the old
  * behaviour, a silent duplicate) vanishingly unlikely, in well under a µs for an envelope.
  *
- * Versions: the `h1:` prefix names the hash. Two hashes of different versions are never compared
- * (`fingerprintsDiffer`), so a later release can bring a faster hash (`h2:`) without redeliveries
- * across the deploy reading as conflicts — provided this rule shipped in a release before it.
+ * Versions: the prefix names the form. Two hashes of different versions are never compared
+ * (`fingerprintsDiffer`), so a release can change the form without redeliveries across the deploy
+ * reading as conflicts. `h2:` is the form of a payload holding an empty object or array, or an object
+ * keyed `"0"`…`"n-1"`: BabelQueue's PHP SDK decodes bodies into PHP arrays, so a message it
+ * re-encodes (a DLQ redrive, a Laravel relay) carries `[]` for `{}` and `["a"]` for `{"0":"a"}`.
+ * `h2:` hashes such objects as the lists PHP makes of them, so both encodings of one message match.
+ * Every other payload keeps its `h1:` value (the same text), so records written before `h2:` existed
+ * still compare.
  *
  * What this is *not*: a content-addressed id, or a cryptographic digest. The dedupe key is still
  * `meta.id`; the fingerprint only checks that a reused id carries the same message. It is not a
@@ -44,13 +49,34 @@ function isPlainRecord(value: unknown): value is Record<string, unknown> {
  */
 export function canonicalJson(value: unknown): string | undefined {
   try {
-    return serialise(value, new Set());
+    return serialise(value, new Set(), undefined);
   } catch {
     return undefined;
   }
 }
 
-function serialise(value: unknown, stack: Set<object>): string | undefined {
+/**
+ * The text the `h2:` form hashes: `canonicalJson`, except that an object keyed `"0"`…`"n-1"` (the
+ * empty object too) is written as the list of its values, as BabelQueue's PHP SDK re-encodes it.
+ * `listed` tells whether the value holds such an object or an empty array (then the fingerprint is
+ * `h2:`; else the text is `canonicalJson`'s and the fingerprint `h1:`). Undefined as `canonicalJson`.
+ */
+export function phpStableJson(value: unknown): { text: string | undefined; listed: boolean } | undefined {
+  const seen = { listed: false };
+  try {
+    return { text: serialise(value, new Set(), seen), listed: seen.listed };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether an object's own keys (in `Object.keys` order) are exactly "0"…"n-1": PHP decodes it to a list. */
+function isIndexList(keys: readonly string[]): boolean {
+  for (let i = 0; i < keys.length; i += 1) if (keys[i] !== String(i)) return false;
+  return true;
+}
+
+function serialise(value: unknown, stack: Set<object>, php: { listed: boolean } | undefined): string | undefined {
   if (value === null) return "null";
   switch (typeof value) {
     case "string":
@@ -66,17 +92,22 @@ function serialise(value: unknown, stack: Set<object>): string | undefined {
       return undefined;
   }
   const object = value as object & { toJSON?: unknown };
-  if (typeof object.toJSON === "function") return serialise((object.toJSON as () => unknown)(), stack);
+  if (typeof object.toJSON === "function") return serialise((object.toJSON as () => unknown)(), stack, php);
   if (stack.has(object)) throw new TypeError("cycle");
   stack.add(object);
   let out: string;
+  const keys = Array.isArray(object) ? undefined : Object.keys(object);
+  if (php !== undefined && (Array.isArray(object) ? object.length === 0 : isIndexList(keys as string[]))) php.listed = true;
   if (Array.isArray(object)) {
-    out = `[${object.map((item) => serialise(item, stack) ?? "null").join(",")}]`;
+    out = `[${object.map((item) => serialise(item, stack, php) ?? "null").join(",")}]`;
+  } else if (php !== undefined && isIndexList(keys as string[])) {
+    const record = object as Record<string, unknown>;
+    out = `[${(keys as string[]).map((key) => serialise(record[key], stack, php) ?? "null").join(",")}]`;
   } else {
     const record = object as Record<string, unknown>;
     const parts: string[] = [];
-    for (const key of Object.keys(record).sort()) {
-      const item = serialise(record[key], stack);
+    for (const key of (keys as string[]).sort()) {
+      const item = serialise(record[key], stack, php);
       if (item !== undefined) parts.push(`${JSON.stringify(key)}:${item}`);
     }
     out = `{${parts.join(",")}}`;
@@ -107,6 +138,8 @@ class Hash128 {
   d = 0xa54ff53a;
   /** Code units fed so far. */
   n = 0;
+  /** The payload held an empty array, or an object PHP decodes to a list (the `h2:` form). */
+  listed = false;
 
   text(text: string): void {
     let { a, b, c, d } = this;
@@ -176,9 +209,8 @@ function base64url(w0: number, w1: number, w2: number, w3: number): string {
   return String.fromCharCode.apply(null, DIGITS);
 }
 
-/** An object's own enumerable keys, sorted as `Array.prototype.sort` sorts strings (by UTF-16 code units). */
-function sortedKeys(record: object): string[] {
-  const keys = Object.keys(record);
+/** An object's own enumerable keys, sorted in place as `Array.prototype.sort` sorts strings (by UTF-16 code units). */
+function sortedKeys(keys: string[]): string[] {
   if (keys.length > 16) return keys.sort();
   // Insertion sort: most objects have a handful of keys, and this allocates nothing (the library sort does).
   for (let i = 1; i < keys.length; i += 1) {
@@ -244,6 +276,7 @@ function feed(hash: Hash128, value: unknown, ancestors: object[]): void {
   if (ancestors.includes(object)) throw new TypeError("cycle");
   ancestors.push(object);
   if (Array.isArray(object)) {
+    if (object.length === 0) hash.listed = true;
     hash.text("[");
     for (let i = 0; i < object.length; i += 1) {
       if (i > 0) hash.text(",");
@@ -256,9 +289,24 @@ function feed(hash: Hash128, value: unknown, ancestors: object[]): void {
     hash.text("]");
   } else {
     const record = object as Record<string, unknown>;
+    const keys = Object.keys(record);
+    if (isIndexList(keys)) {
+      // `{}` or `{"0":…,"1":…}`: PHP's list, as the `h2:` form writes it.
+      hash.listed = true;
+      hash.text("[");
+      for (let i = 0; i < keys.length; i += 1) {
+        if (i > 0) hash.text(",");
+        const item = jsonable(record[keys[i] as string]);
+        if (skipped(item)) hash.text("null");
+        else feed(hash, item, ancestors);
+      }
+      hash.text("]");
+      ancestors.pop();
+      return;
+    }
     hash.text("{");
     let first = true;
-    for (const key of sortedKeys(record)) {
+    for (const key of sortedKeys(keys)) {
       const item = jsonable(record[key]);
       if (skipped(item)) continue;
       if (!first) hash.text(",");
@@ -272,7 +320,11 @@ function feed(hash: Hash128, value: unknown, ancestors: object[]): void {
   ancestors.pop();
 }
 
-/** The default fingerprint: `h1:` + the 128-bit hash of the canonical JSON of `{ job, data }`. */
+/**
+ * The default fingerprint: the 128-bit hash of the canonical JSON of `{ job, data }`, as `h1:`; or,
+ * for a payload holding an empty array or an object PHP decodes to a list, of its PHP-stable form
+ * (`phpStableJson`) as `h2:`.
+ */
 export function defaultFingerprint(message: unknown): string | undefined {
   const record = isPlainRecord(message) ? message : { data: message };
   const job = record.job;
@@ -293,17 +345,21 @@ export function defaultFingerprint(message: unknown): string | undefined {
       feed(hash, jobJson, ancestors);
     }
     hash.text("}");
-    return `h1:${hash.digest()}`;
+    return `${hash.listed ? "h2" : "h1"}:${hash.digest()}`;
   } catch {
     // A BigInt, a cycle, or a toJSON / getter that threw: no JSON form, so no fingerprint.
     return undefined;
   }
 }
 
-/** An answer of a fingerprinter, settled: a string of at most `MAX_FINGERPRINT_LENGTH`, hashed down when longer; else none. */
+/**
+ * An answer of a fingerprinter, settled: a string of at most `MAX_FINGERPRINT_LENGTH`, hashed down
+ * when longer (as `f:` + the hash: still a function's answer, so never compared with a default
+ * hash, see `fingerprintsDiffer`); else none.
+ */
 function settleFingerprint(value: unknown): string | undefined {
   if (typeof value !== "string" || value === "") return undefined;
-  return value.length <= MAX_FINGERPRINT_LENGTH ? value : `h1:${hash128(value)}`;
+  return value.length <= MAX_FINGERPRINT_LENGTH ? value : `f:${hash128(value)}`;
 }
 
 function none(): undefined {
@@ -341,15 +397,15 @@ function hashVersion(fingerprint: string): string | undefined {
 
 /**
  * True when a stored fingerprint and a message's disagree. A side without one matches anything, and
- * so do two hashes of different versions (`h1:…` and a later `h2:…`): they hash the same message to
- * different strings, so across a deploy that changes the default hash — while old and new consumers
- * both run, and for records written before it — a redelivery would otherwise read as a conflict and
- * go to the DLQ. The price is that an id reused across the change of version is not caught (the
- * behaviour without fingerprints). Any other pair of strings is compared as it is.
+ * so do two fingerprints of different kinds: hashes of two versions (`h1:…` and a later `h2:…`), or
+ * a default hash and a fingerprint function's own answer. Either pair fingerprints the same message
+ * as different strings, so across a deploy that changes the default hash or turns a `fingerprint`
+ * function on or off — while old and new consumers both run, and for records written before it — a
+ * redelivery would otherwise read as a conflict and go to the DLQ. The price is that an id reused
+ * across such a change is not caught (the behaviour without fingerprints). Two hashes of one version,
+ * and two answers of a fingerprint function, are compared as they are.
  */
 export function fingerprintsDiffer(stored: string | undefined, received: string | undefined): boolean {
   if (stored === undefined || received === undefined || stored === received) return false;
-  const storedVersion = hashVersion(stored);
-  const receivedVersion = hashVersion(received);
-  return storedVersion === undefined || receivedVersion === undefined || storedVersion === receivedVersion;
+  return hashVersion(stored) === hashVersion(received);
 }

@@ -6,7 +6,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MAX_FINGERPRINT_LENGTH } from "../../src/contract.js";
-import { canonicalJson, defaultFingerprint, fingerprintOf, fingerprintsDiffer, hash128 } from "../../src/fingerprint.js";
+import { canonicalJson, defaultFingerprint, fingerprintOf, fingerprintsDiffer, hash128, phpStableJson } from "../../src/fingerprint.js";
 
 describe("canonicalJson", () => {
   it("renders scalars as JSON.stringify does, non-finite numbers as null", () => {
@@ -80,7 +80,24 @@ describe("defaultFingerprint", () => {
     expect(defaultFingerprint({ attempts: 3, meta: { id: "x" }, data: { n: 1, to: "a@b.c" }, job: "email.send" })).toBe(
       "h1:Tn3zP0v4KmZ5_t5MqT6zjQ",
     );
-    expect(defaultFingerprint({ job: "j", data: {} })).toBe(`h1:${hash128('{"data":{},"job":"j"}')}`);
+    expect(defaultFingerprint({ job: "j", data: { a: [1] } })).toBe(`h1:${hash128('{"data":{"a":[1]},"job":"j"}')}`);
+  });
+
+  it("is h2: + the hash of the PHP-stable form when the payload holds {} or [] or an object keyed 0…n-1", () => {
+    const php = `h2:${hash128('{"data":[],"job":"j"}')}`;
+    expect(defaultFingerprint({ job: "j", data: {} })).toBe(php);
+    expect(defaultFingerprint({ job: "j", data: [] })).toBe(php);
+    const lists = `h2:${hash128('{"data":{"a":["x","y"],"b":[[]]},"job":"j"}')}`;
+    expect(defaultFingerprint({ job: "j", data: { b: [{}], a: { 0: "x", 1: "y" } } })).toBe(lists);
+    expect(defaultFingerprint({ job: "j", data: { b: [[]], a: ["x", "y"] } })).toBe(lists);
+    expect(defaultFingerprint({ job: "j", data: { b: [{}], a: { 1: "y", 0: "x" } } })).toBe(lists); // the same object in JS
+    // Not PHP lists: keys with a gap, not from 0, or not in canonical integer form; they stay objects, and h1:.
+    expect(defaultFingerprint({ job: "j", data: { 0: "x", 2: "y" } })).toBe(`h1:${hash128('{"data":{"0":"x","2":"y"},"job":"j"}')}`);
+    expect(defaultFingerprint({ job: "j", data: { 1: "y" } })).toBe(`h1:${hash128('{"data":{"1":"y"},"job":"j"}')}`);
+    expect(defaultFingerprint({ job: "j", data: { "00": "x" } })).toBe(`h1:${hash128('{"data":{"00":"x"},"job":"j"}')}`);
+    expect(defaultFingerprint({ job: "j", data: { 0: "x", a: 1 } })).toBe(`h1:${hash128('{"data":{"0":"x","a":1},"job":"j"}')}`);
+    // An empty job object is payload too.
+    expect(defaultFingerprint({ job: {}, data: 1 })).toBe(`h2:${hash128('{"data":1,"job":[]}')}`);
   });
 
   it("treats a message that is not a plain record as the data of one", () => {
@@ -111,7 +128,11 @@ describe("defaultFingerprint", () => {
     const expected = (message: unknown) => {
       const record = typeof message === "object" && message !== null && !Array.isArray(message) ? (message as Record<string, unknown>) : { data: message };
       const canonical = canonicalJson({ job: record.job, data: record.data });
-      return canonical === undefined ? undefined : `h1:${hash128(canonical)}`;
+      const php = phpStableJson({ job: record.job, data: record.data });
+      if (canonical === undefined || php === undefined || php.text === undefined) return undefined;
+      // Without a PHP list anywhere, the PHP-stable text is canonicalJson's: every h1: value stays.
+      if (!php.listed) expect(php.text).toBe(canonical);
+      return php.listed ? `h2:${hash128(php.text)}` : `h1:${hash128(canonical)}`;
     };
     fc.assert(
       fc.property(fc.oneof(values, fc.record({ job: values, data: values }, { requiredKeys: [] })), (message) => {
@@ -146,8 +167,8 @@ describe("fingerprintOf", () => {
     expect(MAX_FINGERPRINT_LENGTH).toBe(64);
     expect(fingerprintOf(() => "f", 1)).toBe("f");
     expect(fingerprintOf(() => "y".repeat(64), 1)).toBe("y".repeat(64));
-    expect(fingerprintOf(() => "y".repeat(65), 1)).toBe("h1:Ue4FE4HWWnwkLR_pQFoXZg");
-    expect(fingerprintOf(() => "y".repeat(65), 1)).toBe(`h1:${hash128("y".repeat(65))}`);
+    expect(fingerprintOf(() => "y".repeat(65), 1)).toBe("f:Ue4FE4HWWnwkLR_pQFoXZg");
+    expect(fingerprintOf(() => "y".repeat(65), 1)).toBe(`f:${hash128("y".repeat(65))}`);
   });
 
   it("passes the message to the fingerprinter", () => {
@@ -170,7 +191,7 @@ describe("fingerprintOf", () => {
     expect(fingerprintOf(async () => "f", 1)).toBeInstanceOf(Promise);
     await expect(fingerprintOf(async () => "f", 1)).resolves.toBe("f");
     await expect(fingerprintOf(async () => "", 1)).resolves.toBeUndefined();
-    await expect(fingerprintOf(async () => "y".repeat(65), 1)).resolves.toBe("h1:Ue4FE4HWWnwkLR_pQFoXZg");
+    await expect(fingerprintOf(async () => "y".repeat(65), 1)).resolves.toBe("f:Ue4FE4HWWnwkLR_pQFoXZg");
     await expect(fingerprintOf(() => Promise.reject(new Error("boom")), 1)).resolves.toBeUndefined();
   });
 });
@@ -194,25 +215,34 @@ describe("fingerprintsDiffer", () => {
     expect(fingerprintsDiffer(`h100:${"A".repeat(22)}`, `h100:${"B".repeat(22)}`)).toBe(true);
   });
 
-  it("compares a hash with anything not in the hash form as two strings", () => {
-    // A fingerprint function's own answer against a default hash: another payload, as before.
-    expect(fingerprintsDiffer(h1("A"), "v1")).toBe(true);
-    expect(fingerprintsDiffer("v1", h2("A"))).toBe(true);
-    // Near the form but not in it: a version 0 or of four digits, 21 or 23 characters, a character outside base64url, a suffix.
-    expect(fingerprintsDiffer(`h0:${"A".repeat(22)}`, h1("A"))).toBe(true);
-    expect(fingerprintsDiffer(`h1000:${"A".repeat(22)}`, h1("A"))).toBe(true);
-    expect(fingerprintsDiffer(`h2:${"A".repeat(21)}`, h1("A"))).toBe(true);
-    expect(fingerprintsDiffer(`h2:${"A".repeat(23)}`, h1("A"))).toBe(true);
-    expect(fingerprintsDiffer(`h2:${"A".repeat(21)}+`, h1("A"))).toBe(true);
-    expect(fingerprintsDiffer(h1("A"), `h2:${"A".repeat(21)}=`)).toBe(true);
-    expect(fingerprintsDiffer(h1("A"), `${h2("A")}\n`)).toBe(true);
-    expect(fingerprintsDiffer(h1("A"), `x${h2("A")}`)).toBe(true);
-    expect(fingerprintsDiffer(h1("A"), `H2:${"A".repeat(22)}`)).toBe(true);
+  it("never compares a hash with a fingerprint function's answer (a deploy that turns a fingerprint function on or off)", () => {
+    expect(fingerprintsDiffer(h1("A"), "v1")).toBe(false);
+    expect(fingerprintsDiffer("v1", h2("A"))).toBe(false);
+    // Two answers of a fingerprint function are compared as strings.
+    expect(fingerprintsDiffer("v1", "v2")).toBe(true);
   });
 
-  it("the default fingerprint and an over-long answer hashed down are in the hash form", () => {
+  it("reads only the exact hash form as a hash: anything near it is a function's answer, so not compared with a hash of its version", () => {
+    // Near the form but not in it: 21 or 23 characters, a character outside base64url, a suffix or prefix, an upper-case H.
+    // Read as a hash, each would be compared with the h1 / h2 hash beside it (and differ).
+    expect(fingerprintsDiffer(`h2:${"A".repeat(21)}`, h2("B"))).toBe(false);
+    expect(fingerprintsDiffer(`h2:${"A".repeat(23)}`, h2("B"))).toBe(false);
+    expect(fingerprintsDiffer(`h2:${"A".repeat(21)}+`, h2("B"))).toBe(false);
+    expect(fingerprintsDiffer(h1("A"), `h1:${"A".repeat(21)}=`)).toBe(false);
+    expect(fingerprintsDiffer(h1("A"), `${h1("B")}\n`)).toBe(false);
+    expect(fingerprintsDiffer(h1("A"), `x${h1("B")}`)).toBe(false);
+    expect(fingerprintsDiffer(h1("A"), `H1:${"B".repeat(22)}`)).toBe(false);
+    // A version 0 or of four digits is no version: two such strings are compared as strings.
+    expect(fingerprintsDiffer(`h0:${"A".repeat(22)}`, `h0:${"B".repeat(22)}`)).toBe(true);
+    expect(fingerprintsDiffer(`h1000:${"A".repeat(22)}`, h1("A"))).toBe(false);
+  });
+
+  it("the default fingerprint is in the hash form; an over-long answer hashed down stays a function's answer", () => {
     const print = defaultFingerprint({ job: "j", data: { x: 1 } }) as string;
+    expect(fingerprintsDiffer(print, h1("Z"))).toBe(true);
     expect(fingerprintsDiffer(print, h2("Z"))).toBe(false);
-    expect(fingerprintsDiffer(fingerprintOf(() => "y".repeat(65), 1) as string, h2("Z"))).toBe(false);
+    const long = fingerprintOf(() => "y".repeat(65), 1) as string;
+    expect(fingerprintsDiffer(long, h1("Z"))).toBe(false);
+    expect(fingerprintsDiffer(long, fingerprintOf(() => "z".repeat(65), 1) as string)).toBe(true);
   });
 });

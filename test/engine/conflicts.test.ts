@@ -136,11 +136,33 @@ describe("payload fingerprints", () => {
     expect(runs).toBe(1);
   });
 
+  it("a message BabelQueue's PHP SDK re-encoded ({} as [], {\"0\":…} as a list) is a duplicate, not a conflict", async () => {
+    // PHP decodes a body into arrays (json_decode(…, true)) and a redrive re-encodes it: an empty
+    // object comes back as [], an object keyed 0…n-1 as a list. Same meta.id, same message.
+    const store = new InMemoryStore();
+    let runs = 0;
+    const engine = new BatchEngine(store, () => void (runs += 1));
+    const first = await engine.process(one(envelope("php", { order: 1042, options: {}, lines: { "0": "a", "1": "b" }, tags: [] })));
+    const redriven = await engine.process(one(envelope("php", { order: 1042, options: [], lines: ["a", "b"], tags: [] }, { attempts: 0, lang: "php" })));
+    expect([first[0]?.status, redriven[0]?.status]).toEqual(["ran", "duplicate"]);
+    expect(runs).toBe(1);
+    expect((await store.inspect("php"))?.fingerprint).toMatch(/^h2:[A-Za-z0-9_-]{22}$/);
+    // Another payload under the same id is still a conflict in the h2: form.
+    expect((await engine.process(one(envelope("php", { order: 1043, options: [], lines: ["a", "b"], tags: [] }))))[0]?.status).toBe("conflict");
+  });
+
+  it("a deploy that turns a fingerprint function on: records of the default hash are not compared with its answers", async () => {
+    const store = new InMemoryStore();
+    await new BatchEngine(store, () => undefined).process(one(envelope("switch", { v: 1 })));
+    const custom = new BatchEngine(store, () => undefined, { fingerprint: (m) => `v${String((m.data as { v: number }).v)}` });
+    expect((await custom.process(one(envelope("switch", { v: 1 }))))[0]?.status).toBe("duplicate");
+  });
+
   it("takes a fingerprint function of the message, hashing an over-long answer", async () => {
     const store = new InMemoryStore();
     const engine = new BatchEngine(store, () => undefined, { fingerprint: (m) => `v${String((m.data as { v: number }).v)}`.repeat(40) });
     await engine.process(one(envelope("f", { v: 1, noise: 1 })));
-    expect((await store.inspect("f"))?.fingerprint).toMatch(/^h1:[A-Za-z0-9_-]{22}$/);
+    expect((await store.inspect("f"))?.fingerprint).toMatch(/^f:[A-Za-z0-9_-]{22}$/);
     expect((await engine.process(one(envelope("f", { v: 1, noise: 2 }))))[0]?.status).toBe("duplicate");
     expect((await engine.process(one(envelope("f", { v: 2 }))))[0]?.status).toBe("conflict");
     const throwing = new BatchEngine(new InMemoryStore(), () => undefined, {
