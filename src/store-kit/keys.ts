@@ -8,7 +8,8 @@
  * Any string id works. An id whose UTF-8 form is longer than the backend allows is replaced
  * by `#` + the base64url SHA-256 of the id (43 characters). Literal ids that begin with `#` are
  * hashed too, so a raw id can never collide with the hash of another one, and so are ids with a
- * lone surrogate, which UTF-8 backends would otherwise store as U+FFFD.
+ * lone surrogate, which UTF-8 backends would otherwise store as U+FFFD (hashed apart from every
+ * well-formed id, see `illFormedBytes`).
  *
  * What this is *not*: an encoding a backend can reverse. Stores keep what they need to answer
  * the contract; nobody needs the id back from the key.
@@ -43,11 +44,22 @@ function base64url(bytes: Uint8Array): string {
 
 /** SHA-256 of a string, base64url without padding (43 characters). Web Crypto: Node 20+ and workerd. */
 export async function sha256Base64url(value: string): Promise<string> {
-  // UTF-8 cannot carry a lone surrogate (it would become U+FFFD and collide with other ids), so
-  // an ill-formed string is hashed through its lossless JSON escape instead.
-  const text = isWellFormed(value) ? value : JSON.stringify(value);
-  const digest = await crypto.subtle.digest("SHA-256", encoder.encode(text));
+  const digest = await crypto.subtle.digest("SHA-256", isWellFormed(value) ? encoder.encode(value) : illFormedBytes(value));
   return base64url(new Uint8Array(digest));
+}
+
+/**
+ * What an ill-formed string is hashed as. UTF-8 cannot carry a lone surrogate (it would become
+ * U+FFFD and collide with other ids), so its lossless JSON escape is hashed instead, after a 0xFF
+ * byte: no UTF-8 text holds one, so this input is never the UTF-8 of a well-formed id (the escape
+ * alone is, e.g. of the id `"\ud800"` written out).
+ */
+function illFormedBytes(value: string): Uint8Array {
+  const escaped = encoder.encode(JSON.stringify(value));
+  const bytes = new Uint8Array(escaped.length + 1);
+  bytes[0] = 0xff;
+  bytes.set(escaped, 1);
+  return bytes;
 }
 
 /** True when the string has no lone surrogate, i.e. survives UTF-8 unchanged. */

@@ -10,6 +10,8 @@ import { checkNamespace, keyPart, sha256Base64url, storeKey, utf8Length } from "
 import { caught, caughtAsync } from "../support/caught.js";
 
 const nodeSha = (text: string) => createHash("sha256").update(text, "utf8").digest("base64url");
+/** How an ill-formed id is hashed: 0xFF, then the UTF-8 of its JSON escape. */
+const illFormedSha = (id: string) => createHash("sha256").update(Buffer.from([0xff])).update(JSON.stringify(id), "utf8").digest("base64url");
 
 describe("checkNamespace", () => {
   it("returns a valid namespace as is", () => {
@@ -54,9 +56,9 @@ describe("sha256Base64url", () => {
     }
   });
 
-  it("hashes an ill-formed string through its JSON escape", async () => {
-    expect(await sha256Base64url("\ud800")).toBe(nodeSha(JSON.stringify("\ud800")));
-    expect(await sha256Base64url("\ud800")).toBe("jAxZ3Q0nWq3NRipf4S6zUsvf6vlh6uT4WkZgUh330vU");
+  it("hashes an ill-formed string through its JSON escape after a 0xFF byte, apart from the well-formed string of that escape", async () => {
+    expect(await sha256Base64url("\ud800")).toBe(illFormedSha("\ud800"));
+    expect(await sha256Base64url("\ud800")).not.toBe(await sha256Base64url(JSON.stringify("\ud800")));
   });
 });
 
@@ -79,8 +81,15 @@ describe("keyPart", () => {
     expect(await keyPart(pair, 100)).toBe(pair);
     expect(await keyPart("\ud83d\ude00", 100)).toBe("\ud83d\ude00");
     for (const lone of ["\ud800", "x\ud800", "\ud800x", "\udc00", "a\udc00", "\udc00a", "\ude00\ud83d", "\ud83d\ud83d"]) {
-      expect(await keyPart(lone, 100)).toBe(`#${nodeSha(JSON.stringify(lone))}`);
+      expect(await keyPart(lone, 100)).toBe(`#${illFormedSha(lone)}`);
     }
+  });
+
+  it("never gives an ill-formed id the key of a long well-formed id that spells out its JSON escape", async () => {
+    const lone = `\ud800${"x".repeat(600)}`;
+    const spelled = JSON.stringify(lone); // 608 well-formed characters: hashed for its length
+    expect(await storeKey("orders", lone, 512)).not.toBe(await storeKey("orders", spelled, 512));
+    expect(await storeKey("orders", spelled, 512)).toBe(`orders:#${nodeSha(spelled)}`);
   });
 });
 
