@@ -2,9 +2,11 @@
  * Decoding the BabelQueue wire envelope (schema_version 1) from an untrusted queue body.
  *
  * Accepts a JSON string, UTF-8 bytes, or an already-parsed object (Cloudflare Queues'
- * `contentType: "json"`), and accepts or rejects exactly as BabelQueue consumers do:
- * `job` (or `urn` as an inbound alias) a non-empty string; `trace_id` a non-blank string;
- * `data` an object; `meta` an object with `schema_version === 1`; `attempts` an integer >= 0.
+ * `contentType: "json"`), and accepts or rejects as BabelQueue's Node and Go consumers do:
+ * `job` (or `urn` as an inbound alias, read when `job` is missing, null or empty) a non-empty
+ * string; `trace_id` a non-blank string; `data` an object; `meta` an object with
+ * `schema_version === 1`; `attempts` an integer (a negative one counts as 0 when attempts are
+ * reconciled).
  * Unknown fields are kept (the envelope is additive, e.g. `dead_letter`).
  *
  * Decoding never throws and never mutates its input: every rejection is a `reason` a person
@@ -100,8 +102,10 @@ function checkEnvelope(value: unknown, parsed: boolean): Decoded<Envelope> {
   const job = own(value, "job");
   const urn = own(value, "urn");
   let identity: string;
+  // The alias stands in for a job that is missing, null or empty (Node: `!envelope.job`; Go: `Job == ""`).
+  const noJob = job === undefined || job === null || job === "";
   if (typeof job === "string" && job !== "") identity = job;
-  else if (job === undefined && typeof urn === "string" && urn !== "") identity = urn;
+  else if (noJob && typeof urn === "string" && urn !== "") identity = urn;
   else if (job !== undefined) return { ok: false, reason: "'job' must be a non-empty string" };
   else return { ok: false, reason: "no 'job' or 'urn': the message has no identity" };
 
@@ -121,13 +125,13 @@ function checkEnvelope(value: unknown, parsed: boolean): Decoded<Envelope> {
   const data = own(value, "data");
   if (!isRecord(data)) return { ok: false, reason: "'data' must be an object" };
   const attempts = own(value, "attempts");
-  if (typeof attempts !== "number" || !Number.isSafeInteger(attempts) || attempts < 0) {
-    return { ok: false, reason: "'attempts' must be an integer >= 0" };
+  if (typeof attempts !== "number" || !Number.isSafeInteger(attempts)) {
+    return { ok: false, reason: "'attempts' must be an integer" };
   }
   if (parsed) {
     // Ours alone (parsed from the text just now): it is the envelope, with `job` filled in from `urn`
     // when only the alias came. An own "__proto__" key that JSON.parse made stays an ordinary key.
-    if (job === undefined) value.job = identity;
+    if (noJob) value.job = identity;
     return { ok: true, message: value as Envelope };
   }
   // A shallow copy: the caller's object is never mutated, and spreading defines "__proto__"

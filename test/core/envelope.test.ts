@@ -62,9 +62,20 @@ describe("decodeEnvelope: job and urn", () => {
     expect(decodeEnvelope({ ...base(), urn: "urn:x" })).toMatchObject({ ok: true, message: { job: "orders.created", urn: "urn:x" } });
   });
 
-  it("rejects a job that is present but not a non-empty string, even with a good urn", () => {
-    for (const job of ["", 5, null, false, ["a"]]) {
+  it("takes urn as the job when job is null or empty, as BabelQueue's Node and Go consumers do", () => {
+    for (const job of ["", null]) {
+      expect(decodeEnvelope({ ...base(), job, urn: "urn:x" })).toMatchObject({ ok: true, message: { job: "urn:x", urn: "urn:x" } });
+      expect(decodeEnvelope(JSON.stringify({ ...base(), job, urn: "urn:x" }))).toMatchObject({ ok: true, message: { job: "urn:x" } });
+    }
+  });
+
+  it("rejects a job that is present but not a string, even with a good urn, and an empty or null job without one", () => {
+    for (const job of [5, false, ["a"], {}]) {
       expect(decodeEnvelope({ ...base(), job, urn: "urn:x" })).toEqual({ ok: false, reason: "'job' must be a non-empty string" });
+    }
+    for (const job of ["", null]) {
+      expect(decodeEnvelope({ ...base(), job })).toEqual({ ok: false, reason: "'job' must be a non-empty string" });
+      expect(decodeEnvelope({ ...base(), job, urn: "" })).toEqual({ ok: false, reason: "'job' must be a non-empty string" });
     }
   });
 
@@ -148,6 +159,12 @@ describe("decodeEnvelope: bodies of every form", () => {
     expect("job" in input).toBe(false);
   });
 
+  it("accepts negative attempts, as BabelQueue's Node and Go consumers do; reconciled, they count as 0", () => {
+    const decoded = decodeEnvelope(JSON.stringify({ ...valid(), attempts: -1 }));
+    expect(decoded).toMatchObject({ ok: true, message: { attempts: -1 } });
+    expect(reconcileAttempts(-1, undefined)).toBe(0);
+  });
+
   const rejections: [string, unknown, RegExp][] = [
     ["empty string", "", /empty/],
     ["null", null, /empty/],
@@ -167,7 +184,6 @@ describe("decodeEnvelope: bodies of every form", () => {
     ["data null", { ...valid(), data: null }, /'data'/],
     ["data an array", { ...valid(), data: [] }, /'data'/],
     ["attempts fractional", { ...valid(), attempts: 1.5 }, /attempts/],
-    ["attempts negative", { ...valid(), attempts: -1 }, /attempts/],
     ["attempts missing", { ...valid(), attempts: undefined }, /attempts/],
     ["deep nesting", "[".repeat(200_000) + "]".repeat(200_000), /nested too deeply|not a JSON object/],
   ];
