@@ -67,7 +67,11 @@ export interface Recall {
  * (BabelQueue's own `InMemoryStore` does): the engine awaits whatever they return.
  */
 export interface Store {
-  /** True only for an id whose effect has been committed and is still within retention. */
+  /**
+   * True only for an id whose effect has been committed and is still within retention. The engine
+   * also reads `1` / `0` (a Redis `EXISTS` reply a plain store passes through); any other answer is a
+   * store failure, never "seen".
+   */
   seen(id: string): Promise<boolean> | boolean;
   /**
    * Record the id as processed (the commit). Kept for the store's retention window.

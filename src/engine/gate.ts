@@ -160,10 +160,22 @@ function claimFailureOf(value: unknown): { error: unknown } | undefined {
   return { error: entry.error ?? malformed("claimMany") };
 }
 
-function isRecall(value: unknown): value is Recall {
-  if (typeof value !== "object" || value === null) return false;
+/**
+ * A seen-set answer as a boolean: `true` / `false`, or Redis' `1` / `0` (what `EXISTS` and
+ * `SISMEMBER` reply, so a plain store that returns its client's reply works, as it does with
+ * BabelQueue's `Wrap`). Anything else is malformed: an error text or `undefined` must not read as "seen".
+ */
+function seenAnswer(value: unknown): boolean | undefined {
+  if (typeof value === "boolean") return value;
+  return value === 1 ? true : value === 0 ? false : undefined;
+}
+
+function recallOf(value: unknown): Recall | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
   const recall = value as Record<string, unknown>;
-  return typeof recall.seen === "boolean" && (recall.fingerprint === undefined || typeof recall.fingerprint === "string");
+  const seen = seenAnswer(recall.seen);
+  if (seen === undefined || (recall.fingerprint !== undefined && typeof recall.fingerprint !== "string")) return undefined;
+  return recall.fingerprint === undefined ? { seen } : { seen, fingerprint: recall.fingerprint as string };
 }
 
 /** Asks the store about every gated item in one step, and records its answer on the item. */
@@ -201,13 +213,14 @@ export async function gate<Message, RC>(
     recall !== undefined
       ? () => recall.call(store, keys)
       : seenMany !== undefined
-        ? async () => (await seenMany.call(store, keys)).map((seen) => (typeof seen === "boolean" ? { seen } : seen))
+        ? async () => (await seenMany.call(store, keys)).map((seen: unknown) => (typeof seen === "object" ? seen : { seen }))
         : undefined;
   const answers = await storeStep<unknown>(emit, "seen", keys.length, many, async (i) => ({ seen: await store.seen(keys[i] as string) }));
   items.forEach((item, i) => {
     const answer = answers[i] as Answer<unknown>;
-    if (answer.ok && isRecall(answer.value)) {
-      item.gate = { kind: "seen", seen: answer.value.seen, ...(answer.value.fingerprint === undefined ? {} : { fingerprint: answer.value.fingerprint }) };
+    const recall = answer.ok ? recallOf(answer.value) : undefined;
+    if (recall !== undefined) {
+      item.gate = { kind: "seen", seen: recall.seen, ...(recall.fingerprint === undefined ? {} : { fingerprint: recall.fingerprint }) };
     } else {
       item.gate = { kind: "store-error", mode: "seen-set", error: answer.ok ? malformed("seen") : answer.error };
     }

@@ -228,6 +228,29 @@ describe("the decision table", () => {
     expect((await engine.process(deliveries([envelope("v")])))[0]).toMatchObject({ status: "duplicate", dedupe: "seen-set" });
   });
 
+  it("reads a seen-set answer of 1 / 0 (a Redis EXISTS reply) as seen / not seen, per id and in a batch; anything else is a store error", async () => {
+    const ids = new Set<string>(["done-before"]);
+    const reply = (id: string): unknown => (ids.has(id) ? 1 : 0);
+    const remember = (id: string) => void ids.add(id);
+    let runs = 0;
+    const handle = () => void (runs += 1);
+    // Plain JS stores, typed loosely on purpose: BabelQueue's Wrap reads any truthy answer.
+    const perId = { seen: reply, remember, forget: (id: string) => void ids.delete(id) } as unknown as Store;
+    const batched = { ...perId, seenMany: (keys: readonly string[]) => keys.map(reply) } as unknown as Store;
+    for (const store of [perId, batched]) {
+      runs = 0;
+      const results = await new BatchEngine(store, handle).process(deliveries([envelope("done-before"), envelope(`new-${runs}-${ids.size}`)]));
+      expect(results.map((r) => r.status)).toEqual(["duplicate", "ran"]);
+      expect(runs).toBe(1);
+    }
+    for (const wrong of ["1", 2, null, undefined, "OK"]) {
+      const store = { seen: () => wrong, remember, forget: () => undefined } as unknown as Store;
+      const [result] = await new BatchEngine(store, handle).process(deliveries([envelope("w")]));
+      expect(result).toMatchObject({ status: "failed", ack: false, handlerRan: false });
+      expect((result?.error as Error).message).toMatch(/wrong shape/);
+    }
+  });
+
   it("reads a store answer of the wrong shape as a store error, not a crash", async () => {
     const store = new InMemoryStore();
     const broken = override(store, { claimMany: async () => [{ status: "maybe" } as unknown as Claim] });
