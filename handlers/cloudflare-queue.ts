@@ -39,7 +39,9 @@ import type { MessageResult } from "../src/decision.js";
 import { BatchEngine, type Delivery, ENGINE_OPTION_KEYS, type EngineOptions, type Handler } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
 import { InvalidOptionError } from "../src/errors.js";
-import { OBSERVABILITY_OPTION_KEYS, type ObservabilityOptions, createObservability } from "../src/observability/index.js";
+import { OBSERVABILITY_OPTION_KEYS, type ObservabilityOptions, createObservability, engineHooks } from "../src/observability/index.js";
+import { errorFacts } from "../src/observability/error-facts.js";
+import { lineLogger } from "../src/observability/log.js";
 import { type OptionKeys, checkOptions, optionKeys, unionKeys } from "../src/store-kit/options.js";
 
 /** The consumer's wall-time limit: the lease every claim of a batch gets by default. */
@@ -179,6 +181,8 @@ export function queueHandler<Env, Message = Envelope, QueueMessage extends Queue
   // Throws InvalidOptionError now, at module load, rather than on every batch.
   new BatchEngine<Message, QueueRuntimeContext<Env, QueueMessage>>(OPTIONS_PROBE, handle, { ...engineOptions, leaseMs });
   const observability = createObservability<Env>({ logger, metrics, tracing }, { system: "cloudflare_queues" });
+  // A batch that fails before any decision is logged where the outcome lines go (not at all with `logger: false`).
+  const write = lineLogger(logger);
 
   return async (batch, env, ctx) => {
     const messages = batch.messages;
@@ -209,17 +213,18 @@ export function queueHandler<Env, Message = Envelope, QueueMessage extends Queue
         engine.process(deliveries, {
           leaseMs,
           onResult: settleOnce,
-          observe: observation.observe,
-          ...(observation.intercept === undefined ? {} : { intercept: observation.intercept }),
+          ...engineHooks(observation),
         }),
       );
     } catch (error) {
       // Not a message's fault (a message's failure is its result): retry the whole batch.
-      console.error(
-        `babelqueue-serverless: queue batch of ${messages.length} on "${batch.queue}" failed before a decision, retrying all (${
-          error instanceof Error ? error.name : typeof error
-        })`,
-      );
+      write?.("error", "queue batch failed before a decision, retrying all", {
+        logger: "babelqueue-serverless",
+        status: "batch-error",
+        queue: batch.queue,
+        ids: messages.length,
+        error: errorFacts(error),
+      });
       // Messages already acked stay acked (their effect is committed); the rest are retried.
       for (let i = 0; i < messages.length; i += 1) settleOnce(i, undefined);
       return;

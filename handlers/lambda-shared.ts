@@ -30,6 +30,7 @@ import {
   OBSERVABILITY_OPTION_KEYS,
   type ObservabilityOptions,
   createObservability,
+  engineHooks,
 } from "../src/observability/index.js";
 import { type OptionKeys, checkOptions, optionKeys, unionKeys } from "../src/store-kit/options.js";
 
@@ -141,8 +142,7 @@ export function lambdaBatchRunner<Message, RuntimeContext>(
       engine.process(deliveries, {
         ...(leaseMs === undefined ? {} : { leaseMs }),
         ...(remaining === undefined ? {} : { deadline: Date.now() + remaining }),
-        observe: observation.observe,
-        ...(observation.intercept === undefined ? {} : { intercept: observation.intercept }),
+        ...engineHooks(observation),
       }),
     );
   };

@@ -36,7 +36,8 @@ import type { Delivery } from "../src/engine/index.js";
 import type { Envelope } from "../src/envelope.js";
 import { SCHEMA_VERSION_PROPERTY, schemaVersionRejection } from "../src/schema-gate.js";
 import { queueNameFromArn } from "../src/observability/index.js";
-import { jsonLogger } from "../src/observability/log.js";
+import { errorFacts } from "../src/observability/error-facts.js";
+import { lineLogger } from "../src/observability/log.js";
 import { InvalidOptionError } from "../src/errors.js";
 import { DEFAULT_DEADLINE_MARGIN_MS } from "../src/engine/settings.js";
 import { type LambdaHandlerOptions, lambdaBatchRunner, refuseEvent, timeLeftMs, unacknowledgedTail } from "./lambda-shared.js";
@@ -222,7 +223,8 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
   if (parks !== undefined && typeof parks?.park !== "function") {
     throw new InvalidOptionError("parks", 'must be sqsParks({ client }) from "babelqueue-serverless/lambda"');
   }
-  const logger = options?.logger === false ? undefined : (options?.logger ?? jsonLogger());
+  // Parks' own warning goes through the logger the outcome lines use, in the order it takes.
+  const warn = parks === undefined ? undefined : lineLogger(options?.logger);
   // What the parks leave of the invocation: the engine's own flush margin (a quarter of deadlineMarginMs, checked above).
   const answerMarginMs = (options.deadlineMarginMs ?? DEFAULT_DEADLINE_MARGIN_MS) / 4;
 
@@ -258,12 +260,13 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
         const outcome = await withinDeadline(parking, parkTimeMs(lambdaContext), answerMarginMs, records.length);
         // `outcome?`: a user's own parks may answer anything at all.
         if ((outcome?.failed ?? 0) > 0) {
-          const name = outcome.error instanceof Error ? outcome.error.name : typeof outcome.error;
-          try {
-            logger?.warn("parks: visibility not changed, the queue's visibility timeout applies", { queue, failed: outcome.failed, changed: outcome.changed, error: { name } });
-          } catch {
-            // A logger must never change an outcome.
-          }
+          warn?.("warn", "parks: visibility not changed, the queue's visibility timeout applies", {
+            logger: "babelqueue-serverless",
+            ...(queue === undefined ? {} : { queue }),
+            failed: outcome.failed,
+            changed: outcome.changed,
+            error: errorFacts(outcome.error),
+          });
         }
       }
       return { batchItemFailures: failuresOf(records, results) };

@@ -23,7 +23,7 @@
 import { InvalidOptionError } from "../errors.js";
 import type { EngineEvent, RunInterceptor } from "../events.js";
 import { type OptionKeys, optionKeys } from "../store-kit/options.js";
-import { type LoggerLike, isLoggerLike, jsonLogger, outcomeLogger } from "./log.js";
+import { type LoggerLike, isLoggerLike, lineLogger, outcomeObserver } from "./log.js";
 
 export { type ErrorFacts, errorFacts } from "./error-facts.js";
 export {
@@ -170,14 +170,14 @@ export function createObservability<Env = unknown>(
   if (logger !== undefined && logger !== false && !isLoggerLike(logger)) {
     throw new InvalidOptionError("logger", "must be false or an object with info, warn and error methods (console, a Powertools Logger, pino)");
   }
-  // The default logger is made once, not per batch.
-  const target = logger === undefined ? jsonLogger() : logger;
+  // The logger (the default one made here) and its shape are read once, not per batch.
+  const write = lineLogger(logger);
   const extensions = [checkExtension<Env>("metrics", options.metrics), checkExtension<Env>("tracing", options.tracing)].filter(
     (extension): extension is ObservabilityExtension<Env> => extension !== undefined,
   );
   return {
     batch(facts: BatchFacts<Env> = {}): BatchObservation {
-      const log = outcomeLogger(target, facts.queue);
+      const log = write === undefined ? undefined : outcomeObserver(write, facts.queue);
       // The default (logs only): the logger's own observer, nothing wrapped around the batch.
       if (extensions.length === 0) return { observe: log ?? ignore, intercept: undefined, run: runAsIs };
       const parts: BatchExtension[] = [];
@@ -220,6 +220,17 @@ export function createObservability<Env = unknown>(
       };
     },
   };
+}
+
+/**
+ * The batch's `observe` and `intercept`, as the engine's options: each left out when nothing uses it
+ * (no `observe` for `logger: false` without metrics or tracing, so the engine builds no events).
+ */
+export function engineHooks(observation: BatchObservation): { observe?: (event: EngineEvent) => void; intercept?: RunInterceptor } {
+  const hooks: { observe?: (event: EngineEvent) => void; intercept?: RunInterceptor } = {};
+  if (observation.observe !== ignore) hooks.observe = observation.observe;
+  if (observation.intercept !== undefined) hooks.intercept = observation.intercept;
+  return hooks;
 }
 
 /** The keys of `ObservabilityOptions`, for the handlers' own option checks. */

@@ -79,13 +79,17 @@ function cut(key: string): string {
 
 function describe(result: MessageResult, facts: ErrorFacts | undefined): { level: LogLevel; message: string } {
   const status = result.status as OutcomeStatus;
+  const code = facts?.code;
   switch (status) {
     case "duplicate":
       return { level: "info", message: "duplicate: already done, acknowledged without running" };
     case "in-flight":
+      if (code === "DEADLINE_EXCEEDED") return { level: "warn", message: "not acknowledged: the handler was still running at the deadline, retried (its claim is kept)" };
       return { level: "info", message: "in flight: another delivery holds this id, retried later" };
     case "failed":
-      if (facts?.code === "GROUP_BLOCKED") return { level: "info", message: "not run: an earlier message of its FIFO group failed, retried" };
+      if (code === "GROUP_BLOCKED") return { level: "info", message: "not run: an earlier message of its FIFO group failed, retried" };
+      if (code === "DEADLINE_EXCEEDED") return { level: "warn", message: "not run: the invocation's deadline was near, retried" };
+      if (code === "FENCE_LOST" || code === "TRANSACTION_CONDITION") return { level: "warn", message: "transaction not committed, retried" };
       if (!result.handlerRan) return { level: "warn", message: "not run: the store could not answer, retried" };
       return { level: "warn", message: "handler failed, retried" };
     case "invalid":
@@ -194,24 +198,49 @@ export function isLoggerLike(value: unknown): value is LoggerLike {
   return typeof candidate.info === "function" && typeof candidate.warn === "function" && typeof candidate.error === "function";
 }
 
+/** Writes one line to a logger, in the order the logger takes (see `fieldsFirst`); never throws. */
+export type LineLogger = (level: LogLevel, message: string, fields: object) => void;
+
+/**
+ * The one way this package writes to a logger, made once per handler: `false` silences it (returns
+ * undefined); undefined means `jsonLogger()`. The logger's shape is read here, once, and a logger
+ * whose shape cannot be read (a strict proxy) is taken as `(message, fields)`; a logger that
+ * throws while writing is ignored.
+ */
+export function lineLogger(logger: LoggerLike | false | undefined): LineLogger | undefined {
+  if (logger === false) return undefined;
+  const target = logger ?? jsonLogger();
+  let swap = false;
+  try {
+    swap = fieldsFirst(target);
+  } catch {
+    // Read as a (message, fields) logger.
+  }
+  return (level, message, fields) => {
+    try {
+      if (swap) (target[level] as (...args: unknown[]) => unknown)(fields, message);
+      else target[level](message, fields);
+    } catch {
+      // A logger must never change an outcome.
+    }
+  };
+}
+
+/** The event observer that logs outcomes through `write`; `queue` is added to every line when given. */
+export function outcomeObserver(write: LineLogger, queue?: string): (event: EngineEvent) => void {
+  return (event) => {
+    let line: OutcomeLine | undefined;
+    if (event.type === "result") line = resultLine(event, queue);
+    else if (event.type === "store-error") line = storeErrorLine(event, queue);
+    if (line !== undefined) write(line.level, line.message, line.fields);
+  };
+}
+
 /**
  * The event observer that logs outcomes. `false` silences it (returns undefined); undefined
  * means `jsonLogger()`. `queue` is added to every line when given.
  */
 export function outcomeLogger(logger: LoggerLike | false | undefined, queue?: string): ((event: EngineEvent) => void) | undefined {
-  if (logger === false) return undefined;
-  const target = logger ?? jsonLogger();
-  const swap = fieldsFirst(target);
-  return (event) => {
-    let line: OutcomeLine | undefined;
-    if (event.type === "result") line = resultLine(event, queue);
-    else if (event.type === "store-error") line = storeErrorLine(event, queue);
-    if (line === undefined) return;
-    try {
-      if (swap) (target[line.level] as (...args: unknown[]) => unknown)(line.fields, line.message);
-      else target[line.level](line.message, line.fields);
-    } catch {
-      // A logger must never change an outcome.
-    }
-  };
+  const write = lineLogger(logger);
+  return write === undefined ? undefined : outcomeObserver(write, queue);
 }
