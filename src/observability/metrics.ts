@@ -253,10 +253,10 @@ export function addToPowertools(metrics: PowertoolsMetricsLike, tally: BatchTall
   }
 }
 
-function environment(name: string): string | undefined {
+function environment(name: string, valid: (value: string) => boolean): string | undefined {
   const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
   const value = env?.[name];
-  return typeof value === "string" && value !== "" ? value : undefined;
+  return typeof value === "string" && value !== "" && valid(value) ? value : undefined;
 }
 
 /** The metrics sinks of one consumer, resolved from the option once. */
@@ -275,8 +275,13 @@ export function metricsSinks<Env>(option: boolean | MetricsOptions<Env> | undefi
   const options: MetricsOptions<Env> = option === true ? {} : option;
   const emf = options.emf ?? (options.powertools === undefined && options.analytics === undefined);
   return {
-    namespace: options.namespace ?? environment("POWERTOOLS_METRICS_NAMESPACE") ?? "BabelQueue",
-    service: options.service ?? environment("POWERTOOLS_SERVICE_NAME") ?? environment("AWS_LAMBDA_FUNCTION_NAME") ?? "babelqueue-serverless",
+    // An environment value CloudWatch would refuse is passed over (a cold start must not fail on it).
+    namespace: options.namespace ?? environment("POWERTOOLS_METRICS_NAMESPACE", cloudWatchNamespace) ?? "BabelQueue",
+    service:
+      options.service ??
+      environment("POWERTOOLS_SERVICE_NAME", cloudWatchText) ??
+      environment("AWS_LAMBDA_FUNCTION_NAME", cloudWatchText) ??
+      "babelqueue-serverless",
     emf,
     write: options.write ?? ((line) => writeLine("info", line)),
     ...(options.powertools === undefined ? {} : { powertools: options.powertools }),
@@ -377,7 +382,26 @@ function checkMetrics<Env>(metrics: MetricsOptions<Env>): MetricsSinks<Env> {
     }
   }
   if (metrics.write !== undefined && typeof metrics.write !== "function") throw new InvalidOptionError("metrics.write", "must be a function");
+  // CloudWatch drops a document whose namespace or dimension value it refuses: refused here, at setup
+  // (when the metrics go to CloudWatch: EMF or Powertools; Analytics Engine takes any text).
+  const cloudWatch = metrics.powertools !== undefined || (metrics.emf ?? metrics.analytics === undefined);
+  if (cloudWatch && metrics.namespace !== undefined && !cloudWatchNamespace(metrics.namespace)) {
+    throw new InvalidOptionError("metrics.namespace", 'must be printable ASCII, not only \':\' and not under "AWS/" (a CloudWatch namespace)');
+  }
+  if (cloudWatch && metrics.service !== undefined && !cloudWatchText(metrics.service)) {
+    throw new InvalidOptionError("metrics.service", "must be printable ASCII with a non-blank character (a CloudWatch dimension value)");
+  }
   return metricsSinks(metrics) as MetricsSinks<Env>;
+}
+
+/** What CloudWatch takes as a dimension value: ASCII without control characters, not blank. */
+function cloudWatchText(value: string): boolean {
+  return /^[\x20-\x7e]+$/.test(value) && value.trim() !== "";
+}
+
+/** What CloudWatch takes as a custom namespace: such a text, not only colons, not under "AWS/". */
+function cloudWatchNamespace(value: string): boolean {
+  return cloudWatchText(value) && /[^:]/.test(value) && !value.startsWith("AWS/");
 }
 
 /**

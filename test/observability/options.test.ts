@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { InvalidOptionError } from "../../src/errors.js";
 import { createObservability, type ObservabilityOptions, queueNameFromArn } from "../../src/observability/index.js";
-import { type MetricsOptions, batchMetrics } from "../../src/observability/metrics.js";
+import { type MetricsOptions, batchMetrics, metricsSinks } from "../../src/observability/metrics.js";
 import { thrownBy } from "../support/caught.js";
 
 /** What `createObservability(options)` throws, if anything. */
@@ -58,6 +58,35 @@ describe("the metrics option", () => {
     for (const field of ["namespace", "service"]) {
       for (const value of ["", 5, "n".repeat(256)]) expectMetricsRejected({ [field]: value }, `option "metrics.${field}" must be a string of 1 to 255 characters`);
       for (const value of ["n", "n".repeat(255)]) expect(thrownMetrics({ [field]: value })).toBeUndefined();
+    }
+  });
+
+  it("namespace and service going to CloudWatch (EMF, Powertools): what CloudWatch takes, else refused at setup", () => {
+    const namespace = 'option "metrics.namespace" must be printable ASCII, not only \':\' and not under "AWS/" (a CloudWatch namespace)';
+    const service = 'option "metrics.service" must be printable ASCII with a non-blank character (a CloudWatch dimension value)';
+    for (const value of ["AWS/Lambda", "commandesé", "a\nb", ":::", "\t"]) expectMetricsRejected({ namespace: value }, namespace);
+    for (const value of ["   ", "service-café", "a\u0007b"]) expectMetricsRejected({ service: value }, service);
+    for (const value of ["AWS/Lambda", "commandesé"]) expectMetricsRejected({ namespace: value, powertools: { addMetric: fn } }, namespace);
+    for (const value of ["Orders/Consumer", "aws/lowercase", "a:b", "with space"]) expect(thrownMetrics({ namespace: value })).toBeUndefined();
+    expect(thrownMetrics({ service: "orders consumer" })).toBeUndefined();
+    // Analytics Engine only: any text is an index or a blob.
+    expect(thrownMetrics({ service: "service-café", namespace: "AWS/x", analytics: { writeDataPoint: fn } })).toBeUndefined();
+    expectMetricsRejected({ service: "service-café", analytics: { writeDataPoint: fn }, emf: true }, service);
+  });
+
+  it("an environment value CloudWatch would refuse is passed over, not a failed cold start", () => {
+    const saved = { ...process.env };
+    try {
+      process.env.POWERTOOLS_METRICS_NAMESPACE = "AWS/Reserved";
+      process.env.POWERTOOLS_SERVICE_NAME = "café";
+      process.env.AWS_LAMBDA_FUNCTION_NAME = "orders-consumer";
+      const sinks = metricsSinks({});
+      expect([sinks?.namespace, sinks?.service]).toEqual(["BabelQueue", "orders-consumer"]);
+      process.env.POWERTOOLS_METRICS_NAMESPACE = "Shop";
+      process.env.POWERTOOLS_SERVICE_NAME = "checkout";
+      expect([metricsSinks({})?.namespace, metricsSinks({})?.service]).toEqual(["Shop", "checkout"]);
+    } finally {
+      process.env = saved;
     }
   });
 
