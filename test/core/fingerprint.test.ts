@@ -98,6 +98,18 @@ describe("defaultFingerprint", () => {
     expect(defaultFingerprint({ job: "j", data: { 0: "x", a: 1 } })).toBe(`h1:${hash128('{"data":{"0":"x","a":1},"job":"j"}')}`);
     // An empty job object is payload too.
     expect(defaultFingerprint({ job: {}, data: 1 })).toBe(`h2:${hash128('{"data":1,"job":[]}')}`);
+    // A skipped value in a PHP list is null, as in an array.
+    expect(defaultFingerprint({ job: "j", data: { 0: undefined, 1: 1 } })).toBe(`h2:${hash128('{"data":[null,1],"job":"j"}')}`);
+  });
+
+  it("phpStableJson: canonicalJson with PHP's lists, and whether it met one", () => {
+    expect(phpStableJson({ b: [{}], a: { 0: "x", 1: "y" } })).toStrictEqual({ text: '{"a":["x","y"],"b":[[]]}', listed: true });
+    expect(phpStableJson({ 0: undefined, 1: () => 1 })).toStrictEqual({ text: "[null,null]", listed: true });
+    expect(phpStableJson([])).toStrictEqual({ text: "[]", listed: true });
+    expect(phpStableJson({ b: 1, a: [2] })).toStrictEqual({ text: '{"a":[2],"b":1}', listed: false });
+    expect(phpStableJson({ "00": 1, 1: 2 })).toStrictEqual({ text: '{"00":1,"1":2}', listed: false });
+    expect(phpStableJson(1)).toStrictEqual({ text: "1", listed: false });
+    expect(phpStableJson({ n: 1n })).toBeUndefined();
   });
 
   it("treats a message that is not a plain record as the data of one", () => {

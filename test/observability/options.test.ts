@@ -72,6 +72,8 @@ describe("the metrics option", () => {
     // Analytics Engine only: any text is an index or a blob.
     expect(thrownMetrics({ service: "service-café", namespace: "AWS/x", analytics: { writeDataPoint: fn } })).toBeUndefined();
     expectMetricsRejected({ service: "service-café", analytics: { writeDataPoint: fn }, emf: true }, service);
+    // Powertools beside Analytics Engine: the Powertools metrics still go to CloudWatch.
+    expectMetricsRejected({ service: "service-café", analytics: { writeDataPoint: fn }, powertools: { addMetric: fn } }, service);
   });
 
   it("an environment value CloudWatch would refuse is passed over, not a failed cold start", () => {
