@@ -63,7 +63,7 @@ function illFormedBytes(value: string): Uint8Array {
 }
 
 /** True when the string has no lone surrogate, i.e. survives UTF-8 unchanged. */
-function isWellFormed(value: string): boolean {
+export function isWellFormed(value: string): boolean {
   // eslint-disable-next-line no-control-regex
   return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(value);
 }

@@ -19,7 +19,7 @@
  * What this is *not*: a converter. A table stays in the layout it was created in.
  */
 import { InvalidOptionError } from "../../src/errors.js";
-import { keyPart } from "../../src/store-kit/keys.js";
+import { isWellFormed, sha256Base64url, utf8Length } from "../../src/store-kit/keys.js";
 import { GO_MAX_ID_BYTES, goStatements, goTableSql } from "./sql-go.js";
 import { PHP_MAX_ID_CHARACTERS, phpStatements, phpTableSql } from "./sql-php.js";
 import { DEFAULT_POSTGRES_TABLE, type PostgresStatements, idempotencyTableSqlOwn, postgresStatements } from "./sql.js";
@@ -79,12 +79,20 @@ function characters(value: string): number {
   return count;
 }
 
-/** The row key of `id` in a BabelQueue layout: the id itself, or `#` + SHA-256 where the SDK's row cannot hold it. */
+/** What a hashed row key looks like: `#` + 43 base64url characters. An id of this form is hashed too. */
+const HASHED_KEY = /^#[A-Za-z0-9_-]{43}$/;
+
+/**
+ * The row key of `id` in a BabelQueue layout: the id itself, as the SDK stores it, or `#` + SHA-256
+ * where the SDK's row cannot hold it (too long, NUL, a lone surrogate). An id that merely starts with
+ * `#` is kept (the SDK keeps it, so the fleet shares it); one in the hashed form is hashed, so a kept
+ * id is never another id's hash.
+ */
 export async function sdkRowKey(layout: "babelqueue-php" | "babelqueue-go", id: string): Promise<string> {
   if (typeof id !== "string") throw new InvalidOptionError("id", "must be a string");
-  if (id.includes("\u0000")) return keyPart(id, 0);
-  if (layout === "babelqueue-php") return keyPart(id, characters(id) > PHP_MAX_ID_CHARACTERS ? 0 : PHP_MAX_ID_CHARACTERS * 4);
-  return keyPart(id, GO_MAX_ID_BYTES);
+  const fits = layout === "babelqueue-php" ? characters(id) <= PHP_MAX_ID_CHARACTERS : utf8Length(id) <= GO_MAX_ID_BYTES;
+  if (fits && !id.includes("\u0000") && isWellFormed(id) && !HASHED_KEY.test(id)) return id;
+  return `#${await sha256Base64url(id)}`;
 }
 
 /**

@@ -265,7 +265,10 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
     }
     const windows = resolveWindows({ ...options, retentionMs: forever ? undefined : options.retentionMs });
     this.leaseMs = windows.leaseMs;
-    this.retentionMs = forever || this.layout === "babelqueue-php" ? Number.POSITIVE_INFINITY : windows.retentionMs;
+    // A BabelQueue layout keeps a committed id for good unless told otherwise, as its SDK does (PHP
+    // always; Go without WithTTL): a row that expired here would run again on an SDK worker.
+    const sdkDefault = isSdkLayout(this.layout) && options.retentionMs === undefined;
+    this.retentionMs = forever || sdkDefault || this.layout === "babelqueue-php" ? Number.POSITIVE_INFINITY : windows.retentionMs;
     const isolation = options.isolation;
     if (isolation !== undefined && !["read committed", "repeatable read", "serializable"].includes(isolation)) {
       throw new InvalidOptionError("isolation", 'must be "read committed", "repeatable read" or "serializable"');

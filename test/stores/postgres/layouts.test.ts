@@ -200,17 +200,23 @@ describe("layout babelqueue-php: the PHP SDK's PdoStore and this store on one ta
     expect(await ours.claim("order-7")).toEqual({ status: "done" });
   });
 
-  it("ids a PHP row cannot hold are hashed, and not shared: past 255 characters (PHP itself cannot store them), #, NUL", async () => {
+  it("ids a PHP row cannot hold are hashed, and not shared: past 255 characters (PHP itself cannot store them), NUL, the hashed form", async () => {
     const { table, php, ours } = await fresh();
     const long = "é".repeat(256);
     expect(await ours.key("é".repeat(255))).toBe("é".repeat(255));
     expect(await ours.key(long)).toMatch(/^#[A-Za-z0-9_-]{43}$/);
-    expect(await ours.key("#x")).toMatch(/^#[A-Za-z0-9_-]{43}$/);
     expect(await ours.key("a\u0000b")).toMatch(/^#[A-Za-z0-9_-]{43}$/);
+    const hashedForm = `#${"A".repeat(43)}`;
+    expect(await ours.key(hashedForm)).toMatch(/^#[A-Za-z0-9_-]{43}$/);
+    expect(await ours.key(hashedForm)).not.toBe(hashedForm);
     await ours.remember(long);
     expect(await ours.seen(long)).toBe(true);
     await expect(php.claim(long)).rejects.toMatchObject({ code: "22001" }); // value too long for varchar(255)
     expect((await pool.query(`SELECT count(*)::int AS n FROM ${table}`)).rows[0].n).toBe(1);
+    // An id that merely starts with '#' is kept as PHP keeps it: shared both ways.
+    expect(await ours.key("#order-42")).toBe("#order-42");
+    await php.remember("#order-42");
+    expect(await ours.seen("#order-42")).toBe(true);
   });
 
   it("keeps PHP's three columns as PHP's DDL made them, adds only nullable ones, and creates nothing when they are there", async () => {
@@ -289,6 +295,10 @@ describe("layout babelqueue-go: the Go SDK's store and this store on one table",
     await forever.remember("job-2b");
     expect((await rowOf(table, "job-2b")).expires_at).toBeNull();
     expect(await forever.inspect("job-2b")).toEqual({ status: "done", retentionLeftMs: Number.POSITIVE_INFINITY });
+    // Without retentionMs: Go's default, no expiry (a 4-day row would run again on a Go worker on day 5).
+    const byDefault = new PostgresStore({ pool, layout: "babelqueue-go", table });
+    await byDefault.remember("job-2c");
+    expect((await rowOf(table, "job-2c")).expires_at).toBeNull();
   });
 
   it("our in-flight claim is nowhere Go looks: Go's Seen is false and its table has no row; the lease sits in <table>_lease", async () => {
@@ -466,6 +476,10 @@ describe("layout options", () => {
     expect(new PostgresStore({ pool, layout: "babelqueue-php" }).table).toBe("bq_idempotency");
     expect(new PostgresStore({ pool, layout: "babelqueue-php" }).retentionMs).toBe(Number.POSITIVE_INFINITY);
     expect(new PostgresStore({ pool, layout: "babelqueue-go" }).table).toBe("babelqueue_idempotency");
+    // Go keeps an id for good without WithTTL: so does this layout unless told otherwise.
+    expect(new PostgresStore({ pool, layout: "babelqueue-go" }).retentionMs).toBe(Number.POSITIVE_INFINITY);
+    expect(new PostgresStore({ pool, layout: "babelqueue-go", retentionMs: 60_000 }).retentionMs).toBe(60_000);
+    expect(new PostgresStore({ pool }).retentionMs).toBe(4 * 24 * 3_600_000);
     expect(new PostgresStore({ pool }).table).toBe("babelqueue_serverless_idempotency");
     expect(() => new PostgresStore({ pool, layout: "babelqueue-php", namespace: "orders" })).toThrow(/namespace.*must be ""/);
     expect(() => new PostgresStore({ pool, layout: "babelqueue-php", retentionMs: 60_000 })).toThrow(/retentionMs.*PHP SDK keeps a seen id forever/);
