@@ -22,7 +22,7 @@ import { InMemoryStore } from "../../src/memory-store.js";
 import { queueHandler, type QueueMessageLike } from "../../handlers/cloudflare-queue.js";
 import { sqsHandler } from "../../handlers/lambda-sqs.js";
 import { kafkaRecord, lambdaContext, mskEvent, selfManagedKafkaEvent, sqsRecord } from "../../scripts/lambda-events.js";
-import { envelope } from "../support/envelopes.js";
+import { envelope, envelopeBody } from "../support/envelopes.js";
 
 const SECRET = "PAYLOAD-SECRET-7f3a";
 
@@ -208,6 +208,25 @@ describe("bad input through kafkaHandler", () => {
       }),
       { numRuns: 150 },
     );
+  });
+
+  it("a record of 3.4 MB (4.6 million base64 characters) runs like any other; the base64 check stays strict", async () => {
+    const ran: string[] = [];
+    const handler = kafkaHandler({ store: new InMemoryStore(), logger: false, handle: (_e, ctx) => void ran.push(ctx.key ?? "") });
+    const big = kafkaRecord(envelopeBody("big-record", { data: { blob: "x".repeat(3_400_000) } }), { partition: 1 });
+    expect((big.value as string).length).toBeGreaterThan(4_500_000);
+    const small = kafkaRecord(envelopeBody("small-record"), { partition: 0 });
+    const response = await handler(mskEvent([small, big]), lambdaContext());
+    expect(response.batchItemFailures).toEqual([]);
+    expect(ran.sort()).toEqual(["big-record", "small-record"]);
+    // Not base64: a length that is not a multiple of 4, '=' inside or three of them, a character outside the alphabet.
+    const good = Buffer.from(envelopeBody("strict")).toString("base64");
+    for (const value of [good.slice(0, -1), `A=${good.slice(2)}`, `${good.slice(0, -4)}A===`, `${good.slice(0, -4)}AB-_`]) {
+      const record = { ...kafkaRecord(envelopeBody("strict")), value };
+      const [failure] = (await handler(mskEvent([record]), lambdaContext())).batchItemFailures;
+      expect(failure?.itemIdentifier.offset).toBe(record.offset);
+    }
+    expect(ran).not.toContain("strict");
   });
 
   it("an event of any shape: answered, or the invocation refused with an InvalidMessageError — never another error", async () => {
