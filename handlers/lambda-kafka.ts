@@ -31,8 +31,8 @@
  *
  * Which records are listed: per partition, its first record that is not acknowledged and EVERY
  * later record of that partition in the batch — those the engine blocked (a later copy of an id that
- * already ran included) and any acknowledged after it (a commit retried past the deadline can leave
- * an earlier record in flight after a later one committed). Powertools lists every failed record; a Kafka consumer can only commit one offset per
+ * already ran included) and any acknowledged after it (a record the engine acknowledged after one it
+ * did not must still not have its offset committed first). Powertools lists every failed record; a Kafka consumer can only commit one offset per
  * partition, so Lambda resumes each partition at its lowest listed offset (as it checkpoints at the
  * lowest listed sequence number on Kinesis). Listing the whole tail changes nothing there, and is
  * still correct should Lambda retry only the listed records: nothing after a failure is ever

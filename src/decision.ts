@@ -258,6 +258,16 @@ export function stillRunning(dedupe: DedupeMode, key: string | undefined, retryA
 }
 
 /**
+ * The runtime's deadline came while this message's commit was still in flight (its handler had
+ * succeeded): acknowledged, as after a failed commit (`afterCommit`), because the effect has happened
+ * and a redelivery would repeat it should the commit then fail. Whether the commit lands is not
+ * known yet; if it fails, the commit step reports a store error.
+ */
+export function commitPending(dedupe: DedupeMode, key: string | undefined): MessageResult {
+  return { status: "ran", ack: true, dedupe, handlerRan: true, ...keyed(key) };
+}
+
+/**
  * Transactional mode, after `store.transact`: committed (writes and the id together) → ack; the
  * fence lost → nothing was written, not acked, and the claim is not ours to release; anything else
  * (the handler threw, its own condition failed, transient failures outlasted the retries) →

@@ -18,11 +18,12 @@ import {
   afterRun,
   afterTransaction,
   blocked,
+  commitPending,
   copyOf,
   notStarted,
   stillRunning,
 } from "../decision.js";
-import { GroupBlockedError, StoreUnavailableError } from "../errors.js";
+import { DeadlineExceededError, GroupBlockedError, StoreUnavailableError } from "../errors.js";
 import type { EngineEvent, RunInterceptor } from "../events.js";
 import { StepQueue } from "./commit.js";
 import { decode, fingerprintAll, gate, markCopiesAndBlocked } from "./gate.js";
@@ -59,6 +60,8 @@ export interface BatchScope {
   readonly intercept: RunInterceptor | undefined;
   /** The engine's store round-trip estimate: the adaptive linger's budget, fed by this batch's steps. */
   readonly roundTrips: RoundTrips;
+  /** When `process` was called (epoch ms): `batch-end`'s duration. */
+  readonly startedAt: number;
 }
 
 /** The state of one `process` call. */
@@ -122,10 +125,6 @@ export class BatchRun<Message, RC> {
     });
   }
 
-  /** Handlers still running when the batch was answered. */
-  get pending(): number {
-    return this.#running;
-  }
 
   async process(): Promise<MessageResult[]> {
     const settings = this.#settings;
@@ -186,15 +185,25 @@ export class BatchRun<Message, RC> {
 
     this.#answered = true;
     const results = new Array<MessageResult>(items.length);
+    let pending = 0;
     for (let i = 0; i < items.length; i += 1) {
       const item = items[i] as Item<Message, RC>;
       if (!item.reported) {
-        // Still running (or its commit still in flight) at the deadline: keep the claim, do not ack.
-        const leaseLeft = this.#leaseMs === undefined ? 0 : this.#leaseMs - (Date.now() - this.#claimedAt);
-        this.#finish(item, stillRunning(item.dedupe, item.key, leaseLeft));
+        if (item.stage === "finished") {
+          // Its handler succeeded and its commit is still in flight: acknowledged (commitPending).
+          this.#finish(item, commitPending(item.dedupe, item.key));
+          item.settledEarly = true;
+        } else {
+          // Still running at the deadline: keep the claim, do not ack; its real outcome follows, late.
+          const leaseLeft = this.#leaseMs === undefined ? 0 : this.#leaseMs - (Date.now() - this.#claimedAt);
+          this.#finish(item, stillRunning(item.dedupe, item.key, leaseLeft));
+          pending += 1;
+        }
       }
       results[i] = item.result as MessageResult;
     }
+    // Said here, synchronously: no late result can be reported before it.
+    this.#scope.emit?.({ type: "batch-end", size: items.length, durationMs: Date.now() - this.#scope.startedAt, pending });
     return results;
   }
 
@@ -319,6 +328,9 @@ export class BatchRun<Message, RC> {
     let handlerRan = false;
     try {
       await store.transact({ id: key, token: item.token as string, ...(item.fingerprint === undefined ? {} : { fingerprint: item.fingerprint }) }, async (tx) => {
+        // The store took until after the answer to open the transaction (a pool wait, a slow BEGIN):
+        // too late to start the handler; the transaction rolls back and the claim is released.
+        if (this.#answered) throw new DeadlineExceededError("not started");
         handlerRan = true;
         const run = await invoke(handle, intercept, item, { tx });
         if (!run.ok) throw run.error;
@@ -360,7 +372,7 @@ export class BatchRun<Message, RC> {
 
   /** Records a final result and reports it at once; copies of the item share its fate. `late`: after the answer. */
   #finish(item: Item<Message, RC>, result: MessageResult, late = false): void {
-    if (item.reported && !late) return;
+    if (item.reported && (!late || item.settledEarly === true)) return;
     if (late && !item.reported) late = false;
     if (!item.reported && item.stage === "waiting" && item.firstCopy === undefined) this.#unstarted -= 1;
     item.reported = true;

@@ -99,10 +99,8 @@ export class BatchEngine<Message = Envelope, RuntimeContext = object> {
     const started = Date.now();
     const emit = run.observe === undefined ? this.#emit : emitter(this.#settings.observe, run.observe);
     emit?.({ type: "batch-start", size: deliveries.length });
-    const scope = { emit, intercept: nest(this.#settings.intercept, run.intercept), roundTrips: this.#roundTrips };
-    const batch = new BatchRun<Message, RuntimeContext>(this.#settings, scope, deliveries, run);
-    const results = await batch.process();
-    emit?.({ type: "batch-end", size: deliveries.length, durationMs: Date.now() - started, pending: batch.pending });
-    return results;
+    const scope = { emit, intercept: nest(this.#settings.intercept, run.intercept), roundTrips: this.#roundTrips, startedAt: started };
+    // `batch-end` is emitted by the run itself, at the answer, before any late result.
+    return new BatchRun<Message, RuntimeContext>(this.#settings, scope, deliveries, run).process();
   }
 }

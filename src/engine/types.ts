@@ -164,6 +164,8 @@ export interface Item<Message, RuntimeContext> {
   result?: MessageResult;
   /** The result is final and was reported (event, `onResult`). */
   reported?: boolean;
+  /** Answered acknowledged at the deadline while its commit was in flight: no late result follows. */
+  settledEarly?: boolean;
   /** Where the run phase got to: not started, its handler running, or finished (committing or final). */
   stage: "waiting" | "running" | "finished";
   handlerMs?: number;

@@ -321,16 +321,112 @@ describe("when results are final", () => {
     expect(order).toEqual(["1:duplicate", "handler", "0:ran"]);
   });
 
-  it("a commit that hangs does not hold the answer past the deadline: the message is held in-flight", async () => {
+  it("a commit that hangs does not hold the answer past the deadline: the success is acknowledged (its effect happened)", async () => {
     const never = () => new Promise<void>(() => {});
     const hungCommit = claimingView({ batch: true, overrides: { remember: never, rememberMany: never } });
     const started = Date.now();
     const deadline = started + 400;
     const [result] = await new BatchEngine(hungCommit, () => {}, { deadlineMarginMs: 200 }).process(deliveries(["a"]), { deadline });
     const answeredAt = Date.now();
-    expect(result).toMatchObject({ status: "in-flight", ack: false, handlerRan: true, key: "a" });
+    expect(result).toMatchObject({ status: "ran", ack: true, handlerRan: true, key: "a" });
+    expect(result?.error).toBeUndefined();
     // The flush may take until a quarter of the margin before the deadline, not beyond it.
     expect(answeredAt).toBeLessThan(deadline);
     expect(answeredAt - started).toBeGreaterThanOrEqual(300);
+  });
+});
+
+describe("the answer at the deadline (found by fuzzing the engine)", () => {
+  const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+  const marks = (events: EngineEvent[]) =>
+    events.flatMap((e) => (e.type === "result" ? [`${e.index}:${e.late === true ? "late:" : ""}${e.result.status}`] : e.type === "batch-end" ? [`end(${e.pending})`] : []));
+
+  it("a success whose commit then fails is acknowledged at the answer: the redelivery that would repeat its effect never comes", async () => {
+    const inner = new InMemoryStore();
+    const store = claimingView({
+      inner,
+      batch: false,
+      overrides: {
+        remember: async () => {
+          await sleep(40);
+          throw new StoreUnavailableError("scripted", "remember", "throttled");
+        },
+      },
+    });
+    let effects = 0;
+    const { events, observe } = observed();
+    const [result] = await new BatchEngine(store, () => void (effects += 1), { deadlineMarginMs: 0, commitRetries: 0 }).process(deliveries(["A"]), {
+      deadline: Date.now() + 20,
+      observe,
+    });
+    expect(result).toMatchObject({ status: "ran", ack: true, handlerRan: true, key: "A" });
+    await sleep(60);
+    expect(effects).toBe(1);
+    // No late result for it (it was answered for good); the failed commit is a store error.
+    expect(marks(events)).toEqual(["0:ran", "end(0)"]);
+    expect(events.filter((e) => e.type === "store-error").map((e) => (e.type === "store-error" ? e.step : ""))).toEqual(["commit"]);
+  });
+
+  it("batch-end comes before any late result, and counts the late results that follow", async () => {
+    const inner = new InMemoryStore();
+    let committed: () => void = () => undefined;
+    const commitLanded = new Promise<void>((resolve) => {
+      committed = resolve;
+    });
+    const store = claimingView({
+      inner,
+      batch: false,
+      overrides: {
+        remember: async (id, fingerprint) => {
+          await sleep(60);
+          await inner.remember(id, fingerprint);
+          committed();
+        },
+      },
+    });
+    for (const ticks of [0, 1, 2, 3, 5, 9, 15, 30]) {
+      const { events, observe } = observed();
+      const engine = new BatchEngine(
+        store,
+        async (message: { meta: { id: string } }) => {
+          if (message.meta.id !== `slow-${ticks}`) return;
+          await commitLanded;
+          for (let i = 0; i < ticks; i += 1) await null;
+          throw new Error("the slow one fails");
+        },
+        { deadlineMarginMs: 60, commitLingerMs: 0 },
+      );
+      await engine.process(deliveries([`fast-${ticks}`, `slow-${ticks}`]), { deadline: Date.now() + 100, observe });
+      await sleep(100);
+      // The slow handler fails a few microtasks after the commit lands: before the answer, or after it.
+      const order = marks(events);
+      const end = order.findIndex((mark) => mark.startsWith("end("));
+      expect(end, order.join(" ")).toBeGreaterThan(-1);
+      expect(order.slice(0, end).filter((mark) => mark.includes("late:")), order.join(" ")).toEqual([]);
+      expect(order.filter((mark) => mark.includes("late:")).length, order.join(" ")).toBe(Number(order[end]?.slice(4, -1)));
+      expect(order.filter((mark) => mark.startsWith("1:"))).toContain(order.includes("end(1)") ? "1:late:failed" : "1:failed");
+    }
+  });
+
+  it("transactional mode: a transaction the store opens only after the answer never starts the handler, and gives its claim back", async () => {
+    class SlowStart extends JournalStore {
+      override async transact(claim: FencedClaim, work: (tx: Journal) => Promise<void>): Promise<void> {
+        await sleep(80); // a pool wait, a slow BEGIN
+        await super.transact(claim, work);
+      }
+    }
+    const store = new SlowStart();
+    let invoked = 0;
+    const { events, observe } = observed();
+    const [result] = await new BatchEngine(store, () => void (invoked += 1), { transactional: true, deadlineMarginMs: 0 }).process(deliveries(["T"]), {
+      deadline: Date.now() + 30,
+      observe,
+    });
+    expect(result).toMatchObject({ status: "in-flight", ack: false });
+    await sleep(120);
+    expect(invoked).toBe(0);
+    expect(store.committed).toEqual([]);
+    expect(await store.inspect("T")).toBeNull();
+    expect(marks(events)).toEqual(["0:in-flight", "end(1)", "0:late:failed"]);
   });
 });

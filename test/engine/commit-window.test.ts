@@ -4,7 +4,7 @@
  * with a thin wrapper that delays or records store steps (InMemoryStore answers at once, and a
  * round trip is what these tests are about).
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { Claim, ClaimRef, ClaimingStore } from "../../src/contract.js";
 import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine, type Delivery, type EngineEvent } from "../../src/engine/index.js";
@@ -250,8 +250,9 @@ describe("the deadline guard", () => {
         expect((result.error as DeadlineExceededError).phase).toBe("not started");
       }
     }
-    // Every finished effect is committed; every unstarted claim was released; the running one is held.
-    expect((await inner.seenMany(ran)).every(Boolean)).toBe(true);
+    // Every finished effect is committed (one whose commit was in flight at the answer, just after it);
+    // every unstarted claim was released; the running one is held.
+    await vi.waitFor(async () => expect((await inner.seenMany(ran)).every(Boolean)).toBe(true));
     expect((await inner.claimMany(notStarted)).every((c) => c.status === "claimed")).toBe(true);
     expect((await inner.claim("hung")).status).toBe("in-flight");
     // The hung handler finishes after the answer (Lambda thaws the environment): its commit is still made.
