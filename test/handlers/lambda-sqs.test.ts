@@ -164,7 +164,7 @@ describe("sqsHandler on DynamoDB Local", () => {
       JSON.stringify({ job: "x", trace_id: "t", data: {}, meta: { schema_version: 2, id: "v2" }, attempts: 0 }),
       "[1,2,3]",
       sampleBody("poison-neighbour"),
-      '{"job": "x", "trace_id": "t", "data": {}, "meta": {"schema_version": 1, "id": "neg"}, "attempts": -1}',
+      '{"job": "x", "trace_id": "t", "data": {}, "meta": {"schema_version": 1, "id": "frac"}, "attempts": 1.5}',
     ];
     for (const onInvalid of ["retry", "drop"] as const) {
       const ran: string[] = [];
