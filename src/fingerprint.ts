@@ -97,10 +97,12 @@ function serialise(value: unknown, stack: Set<object>, php: { listed: boolean } 
   stack.add(object);
   let out: string;
   const keys = Array.isArray(object) ? undefined : Object.keys(object);
-  if (php !== undefined && (Array.isArray(object) ? object.length === 0 : isIndexList(keys as string[]))) php.listed = true;
+  // The PHP-stable form only: an object PHP decodes to a list is written as one.
+  const phpList = php !== undefined && keys !== undefined && isIndexList(keys);
+  if (php !== undefined && (phpList || (Array.isArray(object) && object.length === 0))) php.listed = true;
   if (Array.isArray(object)) {
     out = `[${object.map((item) => serialise(item, stack, php) ?? "null").join(",")}]`;
-  } else if (php !== undefined && isIndexList(keys as string[])) {
+  } else if (phpList) {
     const record = object as Record<string, unknown>;
     out = `[${(keys as string[]).map((key) => serialise(record[key], stack, php) ?? "null").join(",")}]`;
   } else {
@@ -281,10 +283,7 @@ function feed(hash: Hash128, value: unknown, ancestors: object[]): void {
     for (let i = 0; i < object.length; i += 1) {
       if (i > 0) hash.text(",");
       // A hole renders as nothing, as `canonicalJson`'s `map(…).join(",")` renders it.
-      if (!(i in object)) continue;
-      const item = jsonable(object[i]);
-      if (skipped(item)) hash.text("null");
-      else feed(hash, item, ancestors);
+      if (i in object) feedItem(hash, object[i], ancestors);
     }
     hash.text("]");
   } else {
@@ -296,9 +295,7 @@ function feed(hash: Hash128, value: unknown, ancestors: object[]): void {
       hash.text("[");
       for (let i = 0; i < keys.length; i += 1) {
         if (i > 0) hash.text(",");
-        const item = jsonable(record[keys[i] as string]);
-        if (skipped(item)) hash.text("null");
-        else feed(hash, item, ancestors);
+        feedItem(hash, record[keys[i] as string], ancestors);
       }
       hash.text("]");
       ancestors.pop();
@@ -318,6 +315,13 @@ function feed(hash: Hash128, value: unknown, ancestors: object[]): void {
     hash.text("}");
   }
   ancestors.pop();
+}
+
+/** One item of a list: its JSON, or `null` for what an array renders so (undefined, a function, a symbol). */
+function feedItem(hash: Hash128, value: unknown, ancestors: object[]): void {
+  const item = jsonable(value);
+  if (skipped(item)) hash.text("null");
+  else feed(hash, item, ancestors);
 }
 
 /**

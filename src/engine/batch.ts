@@ -125,7 +125,6 @@ export class BatchRun<Message, RC> {
     });
   }
 
-
   async process(): Promise<MessageResult[]> {
     const settings = this.#settings;
     const items = this.#items;

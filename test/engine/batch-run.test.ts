@@ -18,6 +18,7 @@ import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { claimingView, recordingCommits, seenSetView } from "../support/store-views.js";
 import { envelopeBody } from "../support/envelopes.js";
+import { deferred } from "../support/deferred.js";
 
 const body = (id: string, data: Record<string, unknown> = { id }) => envelopeBody(id, { job: "urn:babel:batch", data });
 const deliveries = (ids: string[], extra: Record<string, unknown> = {}) => ids.map((id) => ({ body: body(id), context: {}, messageId: `m-${id}`, ...extra }));
@@ -369,10 +370,7 @@ describe("the answer at the deadline (found by fuzzing the engine)", () => {
 
   it("batch-end comes before any late result, and counts the late results that follow", async () => {
     const inner = new InMemoryStore();
-    let committed: () => void = () => undefined;
-    const commitLanded = new Promise<void>((resolve) => {
-      committed = resolve;
-    });
+    const commitLanded = deferred();
     const store = claimingView({
       inner,
       batch: false,
@@ -380,7 +378,7 @@ describe("the answer at the deadline (found by fuzzing the engine)", () => {
         remember: async (id, fingerprint) => {
           await sleep(60);
           await inner.remember(id, fingerprint);
-          committed();
+          commitLanded.resolve();
         },
       },
     });
@@ -390,7 +388,7 @@ describe("the answer at the deadline (found by fuzzing the engine)", () => {
         store,
         async (message: { meta: { id: string } }) => {
           if (message.meta.id !== `slow-${ticks}`) return;
-          await commitLanded;
+          await commitLanded.promise;
           for (let i = 0; i < ticks; i += 1) await null;
           throw new Error("the slow one fails");
         },

@@ -24,6 +24,7 @@ import { emfViolations } from "./emf-spec.js";
 import { sqsHandler } from "../../handlers/lambda-sqs.js";
 import { lambdaContext, sqsRecord } from "../../scripts/lambda-events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
+import { deferred } from "../support/deferred.js";
 import { body, result, step, withGlobal } from "./harness.js";
 
 afterEach(() => {
@@ -335,10 +336,7 @@ describe("BatchMetrics: writing around batch-end", () => {
 
   it("through sqsHandler: a handler past the deadline is InFlight in the batch's document, its late Ran in one more, counted once", async () => {
     const lines: string[] = [];
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const gate = deferred();
     const store = new InMemoryStore({ namespace: "metrics-late" });
     const handler = sqsHandler({
       store,
@@ -346,13 +344,13 @@ describe("BatchMetrics: writing around batch-end", () => {
       deadlineMarginMs: 200,
       metrics: batchMetrics({ namespace: "Tests", service: "orders", write: (line) => lines.push(line) }),
       handle: async (message) => {
-        if (message.data.slow === true) await gate;
+        if (message.data.slow === true) await gate.promise;
       },
     });
     const response = await handler({ Records: [sqsRecord(body("fast")), sqsRecord(body("slow", { slow: true }), { messageId: "m-slow" })] }, lambdaContext(400));
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: "m-slow" }]);
     expect(lines).toHaveLength(1);
-    release();
+    gate.resolve();
     await vi.waitFor(() => expect(lines).toHaveLength(2));
     expect(await store.seen("slow")).toBe(true);
     const [batch, late] = lines.map((line) => JSON.parse(line) as Record<string, unknown>);

@@ -20,6 +20,7 @@ import type { OtelApi } from "../../src/observability/otel-api.js";
 import { BatchTracing, otelTracing } from "../../src/observability/tracing.js";
 import { otelTraceId, parseTraceparent, spanIdOf } from "../../src/observability/trace-context.js";
 import { body, result, runBatch, runEngineThatThrows } from "./harness.js";
+import { deferred } from "../support/deferred.js";
 
 class AsyncLocalContextManager implements otel.ContextManager {
   readonly #storage = new AsyncLocalStorage<otel.Context>();
@@ -217,14 +218,8 @@ describe("spans through the batch engine", () => {
 describe("spans of a handler the engine answers for early, or runs again", () => {
   it("a handler still running at the deadline: one span, answered in-flight, ended by its late result under the producer", async () => {
     const store = new InMemoryStore({ namespace: "trace-deadline" });
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let finished: () => void = () => undefined;
-    const slowDone = new Promise<void>((resolve) => {
-      finished = resolve;
-    });
+    const gate = deferred();
+    const slowDone = deferred();
     const handler = sqsHandler({
       store,
       logger: false,
@@ -232,8 +227,8 @@ describe("spans of a handler the engine answers for early, or runs again", () =>
       tracing: otelTracing({ api, tracer }),
       handle: async (message) => {
         if (message.data.slow === true) {
-          await gate;
-          finished();
+          await gate.promise;
+          slowDone.resolve();
         }
       },
     });
@@ -244,8 +239,8 @@ describe("spans of a handler the engine answers for early, or runs again", () =>
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: "m-slow" }]);
     // At the answer the slow message's span is still open: only the batch and the fast span ended.
     expect(spans().map((span) => span.attributes["babelqueue.key"] ?? "batch").sort()).toEqual(["batch", "fast"]);
-    release();
-    await slowDone;
+    gate.resolve();
+    await slowDone.promise;
     await new Promise((resolve) => setTimeout(resolve, 20)); // its commit
     const slow = spans().filter((span) => span.attributes["babelqueue.key"] === "slow");
     expect(slow).toHaveLength(1);
