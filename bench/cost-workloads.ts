@@ -81,7 +81,7 @@ export function costWorkloads(ids: (count: number, tag: string) => string[]): Co
     { name: "new-10", label: "10 new", messages: 10, prime: [], batches: [fresh.map(first)], expectRuns: 10, expectFailures: 0 },
     {
       name: "dup-10",
-      label: "10 duplicates",
+      label: "10 redelivered",
       messages: 10,
       prime: [repeated.map(first)],
       batches: [repeated.map((id) => ({ id, receiveCount: 2, fail: false }))],

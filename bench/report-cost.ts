@@ -18,7 +18,7 @@ export interface CostResults {
 
 export const COST_WORKLOADS: readonly { name: CostWorkloadName; label: string }[] = [
   { name: "new-10", label: "batch of 10 new" },
-  { name: "dup-10", label: "batch of 10 duplicates" },
+  { name: "dup-10", label: "batch of 10 redelivered" },
   { name: "storm", label: "redelivery storm (100 messages, 1–5 deliveries each, some handler failures)" },
 ];
 
@@ -169,7 +169,10 @@ export function renderCostSection(cost: CostResults | undefined): string[] {
     "- **Durable Objects:** no Powertools counterpart. Rows written dominate (DO SQLite bills $1.00 per million rows written and $0.001 per million read): a duplicate costs one row read and nothing written; a new message writes its row once at the claim and once at the commit (a `WITHOUT ROWID` table with no secondary index), and the sweep deletes it (one more row written) after its retention. Requests are one per batch step, whatever the batch size.",
   );
   out.push(
-    "- **Left out:** storage (all kits keep one small item per id for the retention window; Powertools' items also hold the handler's result), data transfer, free tiers, Lambda / Worker compute.",
+    "- **Left out:** storage (all kits keep one small item per id for the retention window — ours 4 days by default, Powertools 1 hour, whose default therefore does not catch a redelivery after an hour; Powertools' items also hold the handler's result), data transfer, free tiers, Lambda / Worker compute.",
+  );
+  out.push(
+    "- **Durable Objects, the sweep's walks:** the figures count each row's one deletion. Between deletions the alarm walks every live row (it keeps no deadline index), one alarm run — a request and a `setAlarm` row — per 20,000 rows, at most every 10 ms per live row (1 s to 1 h apart): a share that depends on the object's arrival rate, not on a batch, modelled per rate (bench/sweep-model.ts) on the proof page.",
   );
   out.push("");
   return out;

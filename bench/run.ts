@@ -4,9 +4,9 @@
  *   1. per-message overhead in memory (no backend);
  *   2. bundle sizes (esbuild) and module import times (fresh processes);
  *   3. DynamoDB Local, redis-server and the Upstash REST bridge, each behind a delay proxy:
- *      store requests and wall time per batch of 1 / 10 / 100 new messages and of 10 duplicates;
+ *      store requests and wall time per batch of 1 / 10 / 100 new messages and of 10 redelivered duplicates;
  *   4. cost: billed units (DynamoDB RRU / WRU, Upstash commands, Durable Object requests and SQLite
- *      rows in workerd) and dollars per million messages on 10 new, 10 duplicates and a redelivery storm;
+ *      rows in workerd) and dollars per million messages on 10 new, 10 redelivered and a redelivery storm;
  *   5. a fleet: P concurrent consumers on one store (bench/fleet/), ours and Powertools side by side;
  *   6. large batches: one SQS batch of BENCH_LARGE_BATCH records on DynamoDB (large-batch.ts).
  * Writes bench/results/report.md, chart.svg and results.json. Starts and stops its own backends

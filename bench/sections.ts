@@ -5,16 +5,19 @@
  * a file's section differs from what the results say — so a figure in the docs cannot drift from the
  * benchmark, nor be typed by hand.
  *
- * Every section is a table (plus, at most, one line saying what it compares), never prose around
- * it: the prose lives in the document, the numbers come from here. Ratios are Powertools ÷ ours, as
+ * Every section is a table (plus, at most, one line saying what it compares) or a list generated
+ * line by line from the results, never prose around it: the prose lives in the document, the
+ * numbers come from here. Ratios are Powertools ÷ ours, as
  * in the report: above 1.00× ours costs less.
  *
  * What this is *not*: a measurement, or the report (bench/report.ts renders report.md in full).
  */
 import type { BundleFigure } from "./bundle.js";
-import { type BenchResults, fmt, keyRows, overheadCell, ratio } from "./report.js";
+import { type BenchResults, aheadOrLevelLines, fmt, keyRows, overheadCell, ratio } from "./report.js";
 import { COST_WORKLOADS, costFigure, perMillion } from "./report-cost.js";
 import { SCENARIOS, type ScenarioName } from "./store-runs.js";
+import { SWEEP_MODEL_RATES, sweepSteadyState } from "./sweep-model.js";
+import { DEFAULT_RETENTION_MS } from "../src/contract.js";
 
 type Section = (results: BenchResults) => string;
 
@@ -35,7 +38,7 @@ function bundle(results: BenchResults, id: string): BundleFigure | undefined {
 /** The key figures the README's headline table shows (labels of `keyRows`). */
 const HEADLINE_LABELS: readonly string[] = [
   "DynamoDB requests / batch of 10 new",
-  "DynamoDB requests / batch of 10 duplicates",
+  "DynamoDB requests / batch of 10 redelivered",
   "Redis requests / batch of 10 new",
   "DynamoDB wall time / batch of 100 new",
   "Per-message overhead vs bare handler (in memory)",
@@ -95,8 +98,12 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
         const theirs = pairs[one.id] === undefined ? undefined : bundle(results, pairs[one.id] as string);
         return [one.label, kib(one.bytes), kib(one.gzipBytes), theirs === undefined ? "—" : ratio(theirs.gzipBytes, one.gzipBytes)];
       }),
-    );
+    ) +
+      "\n\nThe Redis pair compares the two Redis clients more than the two kits: each bundle is mostly its client (ours `@upstash/redis`, fetch-based REST; Powertools `@redis/client`, RESP over TCP). The kits' own code is compared by the DynamoDB pair with the SDK external.";
   },
+
+  /** Every figure where Powertools is ahead or level, with its reason (the same list as the run's report). */
+  behind: (results) => aheadOrLevelLines(results).join("\n"),
 
   /** Cold import time of the Lambda handler module. */
   imports: ({ imports }) =>
@@ -133,9 +140,9 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
 
   /** Durable Object requests and SQLite rows (no Powertools counterpart). */
   "durable-objects": ({ cost }) =>
-    table(
-      ["workload", "requests", "rows read", "rows written", "rows written per message", "$ / million messages"],
-      ["l", "r", "r", "r", "r", "r"],
+    `${table(
+      ["workload", "requests", "rows read", "rows written", "rows written per message", "sweep after retention: rows read / written", "$ / million messages"],
+      ["l", "r", "r", "r", "r", "r", "r"],
       COST_WORKLOADS.map(({ name, label }) => {
         const figure = costFigure(cost, "Durable Objects", "ours", name);
         const written = figure?.units.rowsWritten ?? Number.NaN;
@@ -145,10 +152,30 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
           fmt(figure?.units.rowsRead ?? Number.NaN, ""),
           fmt(written, ""),
           fmt(figure === undefined ? Number.NaN : written / figure.messages, ""),
+          `${fmt(figure?.units.sweepRowsRead ?? Number.NaN, "")} / ${fmt(figure?.units.sweepRowsWritten ?? Number.NaN, "")}`,
           usd(figure?.usdPerMillionMessages ?? Number.NaN),
         ];
       }),
-    ),
+    )}\n\nThe dollars include the sweep's deletion of the workload's rows once their retention is over; the walks in between are modelled below.`,
+
+  /** The periodic sweep's steady-state share, modelled from sweep.ts's schedule and the prices (not measured). */
+  "durable-objects-sweep": () =>
+    `${table(
+      ["new messages per object", "live rows (4-day retention)", "a walk every", "alarm runs per message", "rows read per message", "added $ / million messages", "added $ / object / 30 days"],
+      ["l", "r", "r", "r", "r", "r", "r"],
+      SWEEP_MODEL_RATES.map(({ ratePerSecond, label }) => {
+        const model = sweepSteadyState(ratePerSecond, DEFAULT_RETENTION_MS);
+        return [
+          label,
+          model.liveRows.toLocaleString("en-US"),
+          model.intervalSeconds < 120 ? `${model.intervalSeconds.toFixed(0)} s` : `${(model.intervalSeconds / 60).toFixed(0)} min`,
+          model.alarmRunsPerMessage.toFixed(4),
+          fmt(model.rowsReadPerMessage, ""),
+          usd(model.usdPerMillionMessages),
+          usd(model.usdPer30Days),
+        ];
+      }),
+    )}\n\nComputed from sweep.ts's schedule (bench/sweep-model.ts), not measured: a walk reads every live row, in one alarm run (a request and a \`setAlarm\` row) per 20,000 rows.`,
 
   /** The window: commit lag and requests per batch, handlers together, close and staggered. */
   window: ({ window }) =>

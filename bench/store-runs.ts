@@ -26,7 +26,7 @@ export const SCENARIOS: readonly { name: ScenarioName; size: number; duplicate: 
   { name: "new-1", size: 1, duplicate: false, label: "1 new" },
   { name: "new-10", size: 10, duplicate: false, label: "10 new" },
   { name: "new-100", size: 100, duplicate: false, label: "100 new" },
-  { name: "dup-10", size: 10, duplicate: true, label: "10 duplicates" },
+  { name: "dup-10", size: 10, duplicate: true, label: "10 redelivered" },
 ];
 
 export interface ScenarioFigure {

@@ -7,7 +7,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { levelLabel, verdict } from "../../bench/report.js";
 import { BENCH_SECTIONS } from "../../bench/sections.js";
+import { sweepSteadyState } from "../../bench/sweep-model.js";
 import { BENCH_DOC_FILES, markedSections, readResults, renderBenchDoc, staleSections } from "../../scripts/bench-docs.js";
 
 const root = join(import.meta.dirname, "..", "..");
@@ -55,5 +57,38 @@ describe("the marked benchmark sections", () => {
       expect(out.length, name).toBeGreaterThan(0);
       expect(out, name).not.toContain("undefined");
     }
+  });
+});
+
+describe("what the generated lists and models say", () => {
+  it("a level figure on which ours is behind says by how much; level or ahead by a hair says level", () => {
+    const row = (ours: number, powertools: number) => ({ label: "x", unit: "ms", ours, powertools, reason: "" });
+    expect(verdict(row(23.7, 22.8))).toBe("level");
+    expect(levelLabel(row(23.7, 22.8))).toBe("Level, ours 4% behind, inside the 5% band");
+    expect(levelLabel(row(22.8, 22.7))).toBe("Level");
+    expect(levelLabel(row(27.9, 28.5))).toBe("Level");
+    expect(verdict(row(18.8, 14.4))).toBe("ahead");
+  });
+
+  it("the Durable Object sweep model: walks, alarm runs and rows read per message at three arrival rates (4-day retention)", () => {
+    const days4 = 4 * 24 * 60 * 60 * 1000;
+    // One a minute: 5,760 live rows, a gap of 57.6 s but the next expiry a minute away; one alarm run and every row read per message.
+    const slow = sweepSteadyState(1 / 60, days4);
+    expect(slow.liveRows).toBeCloseTo(5760, 6);
+    expect(slow.intervalSeconds).toBeCloseTo(60, 6);
+    expect(slow.alarmRunsPerMessage).toBeCloseTo(1, 9);
+    expect(slow.rowsReadPerMessage).toBeCloseTo(5760, 6);
+    expect(slow.usdPerMillionMessages).toBeCloseTo(0.15 + 1 + 5.76, 6);
+    // One a second: 345,600 rows, a walk every 3,456 s in 18 alarm runs of 20,000 rows: 100 rows read per message.
+    const steady = sweepSteadyState(1, days4);
+    expect(steady.intervalSeconds).toBeCloseTo(3456, 6);
+    expect(steady.alarmRunsPerMessage).toBeCloseTo(18 / 3456, 9);
+    expect(steady.rowsReadPerMessage).toBeCloseTo(100, 6);
+    // A hundred a second: the gap is capped at one hour; 1,728 runs per walk.
+    const busy = sweepSteadyState(100, days4);
+    expect(busy.intervalSeconds).toBe(3600);
+    expect(busy.alarmRunsPerMessage).toBeCloseTo(1728 / 360_000, 9);
+    expect(busy.rowsReadPerMessage).toBeCloseTo(96, 6);
+    expect(busy.usdPer30Days).toBeCloseTo((busy.usdPerMillionMessages / 1_000_000) * 100 * 30 * 24 * 3600, 6);
   });
 });
