@@ -21,6 +21,31 @@ export interface BundleFigure {
   readonly gzipBytes: number;
   /** Where the bundle was written, when it was (Lambda bundles with the SDK external). */
   readonly file?: string;
+  /** Our bundles only: the minified bytes each area of the package adds (esbuild's metafile), largest first. */
+  readonly areas?: readonly BundleArea[];
+}
+
+/** One area of the package in a bundle: a folder of it (`src/engine`, `stores/dynamodb`, …) or a top-level file. */
+export interface BundleArea {
+  readonly area: string;
+  /** Minified bytes in the bundle (before gzip, which cannot be split by module). */
+  readonly bytes: number;
+}
+
+/**
+ * The package's share of a bundle by area: each input's `bytesInOutput`, summed per folder
+ * (`src/engine/batch.ts` → `src/engine`; `src/envelope.ts` → `src/envelope.ts`; a dependency →
+ * `node_modules`). The bench's own fixture is left out.
+ */
+export function bundleAreas(inputs: Readonly<Record<string, { readonly bytesInOutput: number }>>): BundleArea[] {
+  const byArea = new Map<string, number>();
+  for (const [path, input] of Object.entries(inputs)) {
+    if (path.startsWith("bench/") || input.bytesInOutput === 0) continue;
+    const parts = path.split("/");
+    const area = parts.includes("node_modules") ? "node_modules" : parts.length > 2 ? parts.slice(0, 2).join("/") : path;
+    byArea.set(area, (byArea.get(area) ?? 0) + input.bytesInOutput);
+  }
+  return [...byArea].map(([area, bytes]) => ({ area, bytes })).sort((a, b) => b.bytes - a.bytes || a.area.localeCompare(b.area));
 }
 
 export const OUT_DIR = resolve(".tmp", "bench");
@@ -97,6 +122,7 @@ export async function measureBundles(): Promise<BundleFigure[]> {
       logLevel: "silent",
       write: false,
       outfile: file,
+      metafile: target.kit === "ours",
     });
     const output = result.outputFiles.find((out) => out.path.endsWith(".mjs"));
     if (output === undefined) throw new Error(`esbuild produced no bundle for ${target.id}`);
@@ -111,6 +137,7 @@ export async function measureBundles(): Promise<BundleFigure[]> {
       bytes: output.contents.byteLength,
       gzipBytes: gzipSync(output.contents, { level: 9 }).byteLength,
       ...(target.write ? { file } : {}),
+      ...(result.metafile === undefined ? {} : { areas: bundleAreas(Object.values(result.metafile.outputs)[0]?.inputs ?? {}) }),
     });
   }
   return figures;

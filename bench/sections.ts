@@ -102,6 +102,22 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
       "\n\nThe Redis pair compares the two Redis clients more than the two kits: each bundle is mostly its client (ours `@upstash/redis`, fetch-based REST; Powertools `@redis/client`, RESP over TCP). The kits' own code is compared by the DynamoDB pair with the SDK external.";
   },
 
+  /** Where our bundles' bytes go: minified bytes per area of the package (esbuild's metafile). */
+  "bundle-areas": (results) => {
+    const ours = ["lambda-ours", "worker-ours"].map((id) => bundle(results, id));
+    const areas = [...new Set(ours.flatMap((one) => (one?.areas ?? []).map((area) => area.area)))];
+    const cell = (one: BundleFigure | undefined, area: string) => {
+      const bytes = one?.areas?.find((entry) => entry.area === area)?.bytes;
+      const total = (one?.areas ?? []).reduce((sum, entry) => sum + entry.bytes, 0);
+      return bytes === undefined ? "—" : `${kib(bytes)} (${((100 * bytes) / total).toFixed(0)}%)`;
+    };
+    return `${table(
+      ["area of the package", ...ours.map((one) => one?.label ?? "n/a")],
+      ["l", "r", "r"],
+      areas.map((area) => [`\`${area}\``, ...ours.map((one) => cell(one, area))]),
+    )}\n\nMinified bytes, before gzip (which cannot be split by module), from esbuild's metafile of the same builds.`;
+  },
+
   /** Every figure where Powertools is ahead or level, with its reason (the same list as the run's report). */
   behind: (results) => aheadOrLevelLines(results).join("\n"),
 

@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { bundleAreas } from "../../bench/bundle.js";
 import { levelLabel, verdict } from "../../bench/report.js";
 import { BENCH_SECTIONS } from "../../bench/sections.js";
 import { sweepSteadyState } from "../../bench/sweep-model.js";
@@ -68,6 +69,25 @@ describe("what the generated lists and models say", () => {
     expect(levelLabel(row(22.8, 22.7))).toBe("Level");
     expect(levelLabel(row(27.9, 28.5))).toBe("Level");
     expect(verdict(row(18.8, 14.4))).toBe("ahead");
+  });
+
+  it("a bundle's bytes by area: per folder of the package, a top-level file alone, dependencies together, the fixture left out", () => {
+    const areas = bundleAreas({
+      "src/engine/batch.ts": { bytesInOutput: 500 },
+      "src/engine/gate.ts": { bytesInOutput: 300 },
+      "src/envelope.ts": { bytesInOutput: 200 },
+      "stores/dynamodb/store.ts": { bytesInOutput: 900 },
+      "node_modules/@upstash/redis/index.mjs": { bytesInOutput: 50 },
+      "node_modules/uncrypto/index.mjs": { bytesInOutput: 25 },
+      "bench/fixtures/lambda-ours.ts": { bytesInOutput: 120 },
+      "entry/dynamodb.ts": { bytesInOutput: 0 },
+    });
+    expect(areas).toEqual([
+      { area: "stores/dynamodb", bytes: 900 },
+      { area: "src/engine", bytes: 800 },
+      { area: "src/envelope.ts", bytes: 200 },
+      { area: "node_modules", bytes: 75 },
+    ]);
   });
 
   it("the Durable Object sweep model: walks, alarm runs and rows read per message at three arrival rates (4-day retention)", () => {
