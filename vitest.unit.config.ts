@@ -34,6 +34,7 @@ const BACKEND_FREE = [
   "test/stores/postgres/pool-listeners.test.ts",
   "test/stores/postgres/claim-release.test.ts",
   "test/package/bench-docs.test.ts",
+  "test/package/bundle-peers.test.ts",
   "test/engine/batch-fates.test.ts",
   "test/engine/linger-timeline.test.ts",
   "test/engine/engine-edges.test.ts",

@@ -9,7 +9,8 @@
 import * as sqs from "../handlers/lambda-sqs.js";
 
 export { type SqsHandler, type SqsHandlerOptions, type SqsRuntimeContext, sqsHandler } from "../handlers/lambda-sqs.js";
-export { type ParkOptions, type ParkOutcome, type SqsClientLike, type SqsParks, sqsParks } from "../handlers/sqs-parks.js";
+// The types `parks` takes; the extension itself is `babelqueue-serverless/lambda/parks` (it imports @aws-sdk/client-sqs).
+export type { ParkOutcome, SqsParks } from "../handlers/sqs-parks.js";
 export {
   type KafkaBatchItemFailure,
   type KafkaBatchResponse,

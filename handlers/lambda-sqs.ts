@@ -63,8 +63,9 @@ export interface SqsHandlerOptions<Message = Envelope> extends LambdaHandlerOpti
    * its visibility set to the lease's remaining time (+ `marginSeconds`) with
    * `ChangeMessageVisibilityBatch`, so it is received once more, right after the lease — instead of
    * after every visibility timeout, each receive raising `ApproximateReceiveCount` toward the DLQ.
-   * Give `sqsParks({ client: new SQSClient({}) })` (the role needs `sqs:ChangeMessageVisibility`);
-   * an extension, so an application without parks does not bundle them. The changes get what is left
+   * Give `sqsParks({ client: new SQSClient({}) })` from `babelqueue-serverless/lambda/parks` (the
+   * role needs `sqs:ChangeMessageVisibility`); its own subpath, so an application without parks
+   * neither installs nor bundles `@aws-sdk/client-sqs`. The changes get what is left
    * of the invocation, short of a quarter of `deadlineMarginMs`: a slow SQS only leaves its records on
    * the queue's visibility timeout, never the batch unanswered. Default: off (the queue's
    * visibility timeout applies).
@@ -221,7 +222,7 @@ export function sqsHandler<Message = Envelope>(options: SqsHandlerOptions<Messag
   const run = lambdaBatchRunner<Message, SqsRuntimeContext>("sqsHandler", handlerOptions as SqsHandlerOptions<Message>, "aws_sqs");
   const parks = parkOption === undefined || parkOption === false ? undefined : parkOption;
   if (parks !== undefined && typeof parks?.park !== "function") {
-    throw new InvalidOptionError("parks", 'must be sqsParks({ client }) from "babelqueue-serverless/lambda"');
+    throw new InvalidOptionError("parks", 'must be sqsParks({ client }) from "babelqueue-serverless/lambda/parks"');
   }
   // Parks' own warning goes through the logger the outcome lines use, in the order it takes.
   const warn = parks === undefined ? undefined : lineLogger(options?.logger);

@@ -1,6 +1,8 @@
 /**
  * Parks come back when the lease ends: `sqsParks({ client })`, the extension `sqsHandler`'s `parks`
- * option takes (an extension, so an application without it does not bundle it).
+ * option takes. It is its own subpath, `babelqueue-serverless/lambda/parks`, because it imports
+ * `@aws-sdk/client-sqs`: `/lambda` names no SQS client at all, so an application without parks
+ * neither installs, bundles nor loads it (a bundler resolves even a lazy `import()` it can see).
  *
  * A parked SQS delivery — another delivery holds the id's lease, so this one is neither run nor
  * acknowledged — goes back in `batchItemFailures` and, by default, returns after the queue's
@@ -24,6 +26,7 @@
  * lease) are delayed; a failed handler's record keeps the queue's visibility timeout, and nothing
  * acknowledged is ever touched.
  */
+import { ChangeMessageVisibilityBatchCommand } from "@aws-sdk/client-sqs";
 import type { SQSRecord } from "aws-lambda";
 import type { MessageResult } from "../src/decision.js";
 import { InvalidOptionError } from "../src/errors.js";
@@ -71,7 +74,8 @@ export interface SqsParks {
  * ```ts
  * import { SQSClient } from "@aws-sdk/client-sqs";
  * import { DynamoDBStore } from "babelqueue-serverless/dynamodb";
- * import { sqsHandler, sqsParks } from "babelqueue-serverless/lambda";
+ * import { sqsHandler } from "babelqueue-serverless/lambda";
+ * import { sqsParks } from "babelqueue-serverless/lambda/parks";
  *
  * export const handler = sqsHandler({
  *   store: new DynamoDBStore({ table: process.env.IDEMPOTENCY_TABLE ?? "idempotency" }),
@@ -127,14 +131,6 @@ export interface ParkOutcome {
   readonly error?: unknown;
 }
 
-let sqsModule: Promise<typeof import("@aws-sdk/client-sqs")> | undefined;
-
-/** `@aws-sdk/client-sqs`, loaded on first use (an application without parks never loads it). */
-function loadSqs(): Promise<typeof import("@aws-sdk/client-sqs")> {
-  if (sqsModule === undefined) sqsModule = import("@aws-sdk/client-sqs");
-  return sqsModule;
-}
-
 /**
  * Sends the changes: `ChangeMessageVisibilityBatch` per queue and per 10 entries, in parallel.
  * Never throws: a change SQS refuses only leaves that record on the queue's own visibility timeout.
@@ -144,40 +140,34 @@ export async function applyParks(client: SqsClientLike, changes: readonly Visibi
   let failed = 0;
   let changed = 0;
   let firstError: unknown;
-  try {
-    const { ChangeMessageVisibilityBatchCommand } = await loadSqs();
-    const requests: { queueUrl: string; entries: VisibilityChange[] }[] = [];
-    for (const change of changes) {
-      let request = requests.find((one) => one.queueUrl === change.queueUrl && one.entries.length < VISIBILITY_BATCH_LIMIT);
-      if (request === undefined) {
-        request = { queueUrl: change.queueUrl, entries: [] };
-        requests.push(request);
-      }
-      request.entries.push(change);
+  const requests: { queueUrl: string; entries: VisibilityChange[] }[] = [];
+  for (const change of changes) {
+    let request = requests.find((one) => one.queueUrl === change.queueUrl && one.entries.length < VISIBILITY_BATCH_LIMIT);
+    if (request === undefined) {
+      request = { queueUrl: change.queueUrl, entries: [] };
+      requests.push(request);
     }
-    await Promise.all(
-      requests.map(async ({ queueUrl, entries }) => {
-        try {
-          const answer = (await client.send(
-            new ChangeMessageVisibilityBatchCommand({
-              QueueUrl: queueUrl,
-              // Entry ids: the position in this request (SQS wants [A-Za-z0-9_-]{1,80}, unique per request).
-              Entries: entries.map((entry, i) => ({ Id: `p${i}`, ReceiptHandle: entry.receiptHandle, VisibilityTimeout: entry.seconds })),
-            }),
-          )) as { Failed?: unknown[]; Successful?: unknown[] } | undefined;
-          const refused = Array.isArray(answer?.Failed) ? answer.Failed.length : 0;
-          failed += refused;
-          changed += entries.length - refused;
-          if (refused > 0) firstError ??= new Error(`SQS refused ${refused} visibility change(s)`);
-        } catch (error) {
-          failed += entries.length;
-          firstError ??= error;
-        }
-      }),
-    );
-  } catch (error) {
-    // @aws-sdk/client-sqs is not installed: no change is possible.
-    return { changed: 0, failed: changes.length, error };
+    request.entries.push(change);
   }
+  await Promise.all(
+    requests.map(async ({ queueUrl, entries }) => {
+      try {
+        const answer = (await client.send(
+          new ChangeMessageVisibilityBatchCommand({
+            QueueUrl: queueUrl,
+            // Entry ids: the position in this request (SQS wants [A-Za-z0-9_-]{1,80}, unique per request).
+            Entries: entries.map((entry, i) => ({ Id: `p${i}`, ReceiptHandle: entry.receiptHandle, VisibilityTimeout: entry.seconds })),
+          }),
+        )) as { Failed?: unknown[]; Successful?: unknown[] } | undefined;
+        const refused = Array.isArray(answer?.Failed) ? answer.Failed.length : 0;
+        failed += refused;
+        changed += entries.length - refused;
+        if (refused > 0) firstError ??= new Error(`SQS refused ${refused} visibility change(s)`);
+      } catch (error) {
+        failed += entries.length;
+        firstError ??= error;
+      }
+    }),
+  );
   return { changed, failed, ...(firstError === undefined ? {} : { error: firstError }) };
 }

@@ -34,10 +34,14 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
   "./lambda": {
     public: [
       "kafkaHandler", "type KafkaBatchItemFailure", "type KafkaBatchResponse", "type KafkaEvent", "type KafkaHandler", "type KafkaHandlerOptions",
-      "type KafkaRecord", "type KafkaRuntimeContext", "type ParkOptions", "type ParkOutcome", "type SqsClientLike", "sqsHandler", "type SqsHandler",
-      "type SqsHandlerOptions", "type SqsParks", "sqsParks", "type SqsRuntimeContext",
+      "type KafkaRecord", "type KafkaRuntimeContext", "type ParkOutcome", "sqsHandler", "type SqsHandler",
+      "type SqsHandlerOptions", "type SqsParks", "type SqsRuntimeContext",
     ],
     deprecated: ["fifoGroupOf", "headersOf", "redeliveriesOf"],
+  },
+  "./lambda/parks": {
+    public: ["type ParkOptions", "type ParkOutcome", "type SqsClientLike", "type SqsParks", "sqsParks"],
+    deprecated: [],
   },
   "./dynamodb": {
     public: [
