@@ -37,6 +37,7 @@ export const handler = kafkaHandler({
       }),
     );
   },
-  // As for sqsHandler: outcome logs by default (never a payload); `metrics: true` adds CloudWatch
-  // EMF lines; `tracing: { api }` OpenTelemetry spans (messaging.system "kafka").
+  // As for sqsHandler: outcome logs by default (never a payload); `metrics: batchMetrics()`
+  // (babelqueue-serverless/metrics) adds CloudWatch EMF lines; `tracing: otelTracing({ api })`
+  // (babelqueue-serverless/tracing) OpenTelemetry spans (messaging.system "kafka").
 });

@@ -31,6 +31,8 @@ type Json = Record<string, unknown>;
 interface Resource {
   Type: string;
   Properties: Json;
+  DeletionPolicy?: string;
+  UpdateReplacePolicy?: string;
 }
 
 const work = mkdtempSync(join(tmpdir(), "bq-sls-"));
@@ -189,6 +191,9 @@ describe("serverless.yml (osls package, offline)", () => {
     expect(table.Properties.AttributeDefinitions).toEqual(definition.createTable.AttributeDefinitions);
     expect(table.Properties.KeySchema).toEqual(definition.createTable.KeySchema);
     expect(table.Properties.TimeToLiveSpecification).toEqual(definition.timeToLive);
+    // The committed ids outlive the stack and a replacement of the table.
+    expect(table.DeletionPolicy).toBe("Retain");
+    expect(table.UpdateReplacePolicy).toBe("Retain");
   });
 
   it("grants no IAM statement more than DynamoDBStore's exact actions on the table's ARN, and the Kafka mapping's on its cluster and queue", () => {
@@ -213,6 +218,25 @@ describe("serverless.yml (osls package, offline)", () => {
     const kafka = withPrefix("kafka:");
     expect(kafka.flatMap((s) => asList(s.Action)).sort()).toEqual(["kafka:DescribeCluster", "kafka:DescribeClusterV2", "kafka:GetBootstrapBrokers"]);
     for (const statement of kafka) expect(asList(statement.Resource)).toEqual([{ Ref: "MskClusterArn" }]);
+    // IAM access control (MSK Serverless has no other): the data-plane actions on the cluster, the topic and the group only.
+    const dataPlane = withPrefix("kafka-cluster:");
+    const resourceOf = (action: string) => dataPlane.filter((s) => asList(s.Action).includes(action)).map((s) => asList(s.Resource));
+    expect(dataPlane.flatMap((s) => asList(s.Action)).sort()).toEqual([
+      "kafka-cluster:AlterGroup",
+      "kafka-cluster:Connect",
+      "kafka-cluster:DescribeClusterDynamicConfiguration",
+      "kafka-cluster:DescribeGroup",
+      "kafka-cluster:DescribeTopic",
+      "kafka-cluster:ReadData",
+    ]);
+    expect(resourceOf("kafka-cluster:Connect")).toEqual([[{ Ref: "MskClusterArn" }]]);
+    const derived = (kind: string, name: string) => {
+      const part = (index: number) => ({ "Fn::Select": [index, { "Fn::Split": [":cluster/", { Ref: "MskClusterArn" }] }] });
+      return [[{ "Fn::Join": ["", [part(0), `:${kind}/`, part(1), `/${name}`]] }]];
+    };
+    const mapping = kafkaMapping()[1].Properties as { Topics: string[]; AmazonManagedKafkaEventSourceConfig: { ConsumerGroupId: string } };
+    expect(resourceOf("kafka-cluster:ReadData")).toEqual(derived("topic", mapping.Topics[0] as string));
+    expect(resourceOf("kafka-cluster:AlterGroup")).toEqual(derived("group", mapping.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId));
     // The on-failure destination: sqs:SendMessage on that queue only.
     const send = statements.filter((s) => asList(s.Action).includes("sqs:SendMessage"));
     expect(send.map((s) => asList(s.Resource).map(getAttTarget))).toEqual([["KafkaFailuresQueue"]]);
