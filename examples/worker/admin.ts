@@ -44,6 +44,21 @@ export async function sameSecret(given: string, expected: string): Promise<boole
   return difference === 0;
 }
 
+/**
+ * Fail-closed Bearer check of a route: a 503 while the secret is not set (or shorter than 16
+ * characters), a 401 for a missing or wrong token (compared in constant time); undefined when the
+ * request may go on. `secretName` and `what` only word the 503.
+ */
+export async function bearerRefusal(request: Request, secret: string | undefined, secretName: string, what: string): Promise<Response | undefined> {
+  if (typeof secret !== "string" || secret.length < 16) {
+    return new Response(`${what} but ${secretName} is not set (at least 16 characters): wrangler secret put ${secretName}\n`, { status: 503 });
+  }
+  const authorization = request.headers.get("authorization") ?? "";
+  const given = authorization.startsWith("Bearer ") ? authorization.slice("Bearer ".length) : "";
+  if (!(await sameSecret(given, secret))) return new Response("unauthorized\n", { status: 401, headers: { "www-authenticate": "Bearer" } });
+  return undefined;
+}
+
 const json = (body: unknown, status = 200) => Response.json(body, { status, headers: { "cache-control": "no-store" } });
 
 async function describe(store: Store, id: string): Promise<Record<string, unknown>> {
@@ -62,14 +77,8 @@ export async function adminRoute(request: Request, env: AdminEnv, store: () => S
   const url = new URL(request.url);
   if (!url.pathname.startsWith(PREFIX)) return undefined;
   if (env.ADMIN_ROUTES !== "on") return new Response("not found\n", { status: 404 });
-  if (typeof env.ADMIN_TOKEN !== "string" || env.ADMIN_TOKEN.length < 16) {
-    return new Response("admin routes are on but ADMIN_TOKEN is not set (at least 16 characters): wrangler secret put ADMIN_TOKEN\n", { status: 503 });
-  }
-  const authorization = request.headers.get("authorization") ?? "";
-  const given = authorization.startsWith("Bearer ") ? authorization.slice("Bearer ".length) : "";
-  if (!(await sameSecret(given, env.ADMIN_TOKEN))) {
-    return new Response("unauthorized\n", { status: 401, headers: { "www-authenticate": "Bearer" } });
-  }
+  const refused = await bearerRefusal(request, env.ADMIN_TOKEN, "ADMIN_TOKEN", "admin routes are on");
+  if (refused !== undefined) return refused;
   let id: string;
   try {
     id = decodeURIComponent(url.pathname.slice(PREFIX.length));

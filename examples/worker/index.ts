@@ -4,6 +4,7 @@
  *
  *   POST /jobs  {"job": "urn:babel:orders:created", "data": {...}, "id"?: "...", "copies"?: 1-5}
  *     → sends a schema_version-1 envelope to the queue (`copies` > 1 sends duplicates on purpose).
+ *     Needs the PRODUCER_TOKEN secret as a Bearer token; answers 503 until it is set.
  *   GET / DELETE /admin/ids/<id>  → inspect / forget an id in the store (./admin.ts). OFF unless
  *     ADMIN_ROUTES = "on" and the ADMIN_TOKEN secret is set; then it needs that Bearer token.
  *
@@ -15,7 +16,7 @@
  * never from [vars] or this file.
  */
 import { DurableObjectStore, queueHandler } from "babelqueue-serverless/cloudflare";
-import { type AdminEnv, adminRoute } from "./admin.js";
+import { type AdminEnv, adminRoute, bearerRefusal } from "./admin.js";
 
 // The Durable Object class must be exported from the Worker's main module.
 export { IdempotencyObject } from "babelqueue-serverless/cloudflare/durable-object";
@@ -24,7 +25,7 @@ export interface Env extends AdminEnv {
   QUEUE: Queue;
   IDEMPOTENCY: DurableObjectNamespace<import("babelqueue-serverless/cloudflare/durable-object").IdempotencyObject>;
   SEEN: KVNamespace;
-  /** Optional, set with `wrangler secret put PRODUCER_TOKEN`: required as a Bearer token on POST /jobs. */
+  /** Set with `wrangler secret put PRODUCER_TOKEN` (16+ characters; locally in .dev.vars): the Bearer token POST /jobs requires. Unset, POST /jobs answers 503. */
   PRODUCER_TOKEN?: string;
 }
 
@@ -50,10 +51,13 @@ function envelope(job: string, data: Record<string, unknown>, id: string) {
   };
 }
 
-async function produce(request: Request, env: Env): Promise<Response> {
-  if (env.PRODUCER_TOKEN !== undefined && request.headers.get("authorization") !== `Bearer ${env.PRODUCER_TOKEN}`) {
-    return new Response("unauthorized\n", { status: 401 });
-  }
+/**
+ * POST /jobs. Fail-closed: a deployed Worker is on a public URL, and anyone who can send an envelope
+ * can take a `meta.id` first, so that the genuine message with that id is answered duplicate.
+ */
+export async function produce(request: Request, env: Pick<Env, "QUEUE" | "PRODUCER_TOKEN">): Promise<Response> {
+  const refused = await bearerRefusal(request, env.PRODUCER_TOKEN, "PRODUCER_TOKEN", "POST /jobs is on");
+  if (refused !== undefined) return refused;
   let input: JobRequest;
   try {
     input = (await request.json()) as JobRequest;

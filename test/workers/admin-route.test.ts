@@ -1,12 +1,14 @@
 /**
  * The example Worker's operator route (examples/worker/admin.ts) inside workerd, over the real
  * Durable Object store: off unless ADMIN_ROUTES = "on", fail-closed without an ADMIN_TOKEN, a
- * Bearer token compared in constant time, then GET inspects and DELETE forgets (a replay).
+ * Bearer token compared in constant time, then GET inspects and DELETE forgets (a replay). And its
+ * producer route, POST /jobs, fail-closed the same way: anyone who can enqueue can take an id first.
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { DurableObjectStore } from "../../stores/durable-object/store.js";
 import { adminRoute, sameSecret } from "../../examples/worker/admin.js";
+import { produce } from "../../examples/worker/index.js";
 
 const TOKEN = "an-admin-token-of-32-characters!";
 let runs = 0;
@@ -84,5 +86,38 @@ describe("the example Worker's admin route", () => {
     expect(await sameSecret("", TOKEN)).toBe(false);
     // workerd has crypto.subtle.timingSafeEqual; the fallback loop is for other runtimes.
     expect(typeof (crypto.subtle as unknown as { timingSafeEqual?: unknown }).timingSafeEqual).toBe("function");
+  });
+});
+
+describe("the example Worker's producer route (POST /jobs)", () => {
+  /** A queue that keeps what it is sent. */
+  const queue = () => {
+    const sent: { body: unknown; contentType?: string }[][] = [];
+    return { sent, QUEUE: { sendBatch: async (batch: { body: unknown; contentType?: string }[]) => void sent.push(batch) } as unknown as Queue };
+  };
+  const job = (token: string | null) => request("/jobs", { method: "POST", body: JSON.stringify({ job: "orders.created", data: { order: 1 }, id: "order-1", copies: 2 }) }, token);
+
+  it("answers 503 until PRODUCER_TOKEN is set (16+ characters) and 401 to a missing or wrong token; nothing is sent", async () => {
+    const { sent, QUEUE } = queue();
+    expect((await produce(job(TOKEN), { QUEUE })).status).toBe(503);
+    expect((await produce(job(TOKEN), { QUEUE, PRODUCER_TOKEN: "short" })).status).toBe(503);
+    for (const token of [null, "", "wrong", TOKEN.slice(0, -1)]) {
+      const response = await produce(job(token), { QUEUE, PRODUCER_TOKEN: TOKEN });
+      expect(response.status, String(token)).toBe(401);
+      expect(response.headers.get("www-authenticate")).toBe("Bearer");
+    }
+    expect(sent).toEqual([]);
+  });
+
+  it("with the token: sends the envelope, one copy per `copies`", async () => {
+    const { sent, QUEUE } = queue();
+    const response = await produce(job(TOKEN), { QUEUE, PRODUCER_TOKEN: TOKEN });
+    expect(response.status).toBe(202);
+    expect(await response.json()).toEqual({ id: "order-1", copies: 2 });
+    expect(sent).toHaveLength(1);
+    const [first, second] = sent[0] ?? [];
+    expect(first?.contentType).toBe("json");
+    expect(first?.body).toMatchObject({ job: "orders.created", data: { order: 1 }, meta: { id: "order-1", schema_version: 1 }, attempts: 0 });
+    expect(second?.body).toEqual(first?.body);
   });
 });
