@@ -25,8 +25,9 @@
  *
  * Limits used (Cloudflare Queues limits page, developers.cloudflare.com/queues/platform/limits):
  * consumer duration (wall clock) 15 minutes; `delaySeconds` when sending or retrying at most 12
- * hours (43,200 s — Miniflare accepts up to 86,400, production does not, so the smaller one is
- * used); batches of at most 100 messages.
+ * hours (43,200 s) — the page said 12 hours until 2026 and says 24 since; the smaller one is used,
+ * so that a retry is never refused (a parked message only comes back sooner); batches of at most
+ * 100 messages.
  *
  * What this is *not*: the place that decides anything, or a retry loop (redelivery is the queue's
  * job). Types: described structurally (`QueueMessageLike`, `MessageBatchLike`,
@@ -46,7 +47,7 @@ import { type OptionKeys, checkOptions, optionKeys, unionKeys } from "../src/sto
 
 /** The consumer's wall-time limit: the lease every claim of a batch gets by default. */
 export const CONSUMER_WALL_TIME_MS = 15 * 60 * 1000;
-/** The longest `delaySeconds` Cloudflare accepts on `retry()`: 12 hours (the limits page). */
+/** The longest `delaySeconds` used on `retry()`: 12 hours, what Cloudflare's limits page allowed before it said 24 (see above). */
 export const MAX_RETRY_DELAY_SECONDS = 12 * 60 * 60;
 
 /** The members of a Queues `Message` the adapter uses. */
