@@ -10,7 +10,9 @@
  *     store's `describe`); a step whose calls partly failed still hands back what the others
  *     answered (a claim step releases what it won, see store.ts), with the first error;
  *   - the whole step — retries of redirected calls included — is raced against the deadline; a step
- *     that takes ids (a claim) sends nothing more once its deadline passed;
+ *     that takes ids (a claim) sends nothing more once its deadline passed (the store sends nothing
+ *     more: a client that resends on its own — ioredis after a reconnect, @upstash/redis with its
+ *     retries on — may, which is why a failed claim step releases its tokens behind it);
  *   - with a replica wait, a step whose writes reached fewer replicas than asked fails.
  *
  * What this is *not*: the scripts' argument layout (the store builds each chunk's arguments from the

@@ -71,7 +71,11 @@ export class UpstashRedisStore extends RedisStore {
 /**
  * An `@upstash/redis` client made on first use (so a TCP-only user never loads the package), from
  * the fetch-only build that runs in Node 18+, Lambda and Workers alike. Each request is aborted
- * after `timeoutMs`.
+ * after `timeoutMs`, and sent once: the client's own retries (on by default, up to 5 resends over a
+ * few seconds after a network error) could land a claim after the store gave its step up and sent
+ * the release behind it, holding the id for a lease. Retrying is the engine's job (a commit step is
+ * retried; a failed claim step is redelivered by the queue). `retries: 0`, as `retry: false` still
+ * makes two attempts in @upstash/redis.
  */
 function upstashRestClient(url: string, token: string, timeoutMs: number): { scripts: RedisScriptClient; redis: () => Promise<RedisScriptClient & UpstashPipelineLike> } {
   let made: Promise<RedisScriptClient & UpstashPipelineLike> | undefined;
@@ -79,7 +83,7 @@ function upstashRestClient(url: string, token: string, timeoutMs: number): { scr
     if (made === undefined) {
       made = import("@upstash/redis/cloudflare").then(
         ({ Redis }) =>
-          new Redis({ url, token, enableTelemetry: false, signal: () => AbortSignal.timeout(timeoutMs) }) as unknown as RedisScriptClient & UpstashPipelineLike,
+          new Redis({ url, token, enableTelemetry: false, retry: { retries: 0 }, signal: () => AbortSignal.timeout(timeoutMs) }) as unknown as RedisScriptClient & UpstashPipelineLike,
       );
     }
     return made;

@@ -16,7 +16,9 @@
  * command's one, the name upper-cased) before they run; `true` answers that request 500, running nothing.
  * `repeatIf(commands)`, asked the same way, `true` runs the request twice and answers the second run:
  * a transport that lost the first answer and sent the same request again (a REST client's retry,
- * ioredis resending unanswered commands after a reconnect).
+ * ioredis resending unanswered commands after a reconnect). `resetIf(commands)`, asked the same way,
+ * `true` runs the request and then drops the connection without answering: the client sees a network
+ * error for a request that landed (what makes `@upstash/redis` retry it, when its retries are on).
  * Counters: `requests` (HTTP requests), `commands` (commands received, each command of a pipeline
  * counted), `log` (command names per request). `commands` is NOT Upstash's bill: an `EVALSHA` counts 1
  * here, where Upstash bills it plus every command the script runs — for the bill, read the server's
@@ -47,6 +49,8 @@ export interface UpstashBridge {
   faultIf: ((commands: readonly (readonly string[])[]) => boolean) | undefined;
   /** Per-request fault: `true` runs the request twice (`/` and `/pipeline`) and answers the second run. */
   repeatIf: ((commands: readonly (readonly string[])[]) => boolean) | undefined;
+  /** Per-request fault: `true` runs the request (`/` and `/pipeline`), then drops the connection unanswered. */
+  resetIf: ((commands: readonly (readonly string[])[]) => boolean) | undefined;
   /** HTTP requests received (authorized or not). */
   requests: number;
   /** Redis commands executed. */
@@ -116,6 +120,7 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     fault: "none",
     faultIf: undefined,
     repeatIf: undefined,
+    resetIf: undefined,
     requests: 0,
     commands: 0,
     log: [],
@@ -161,7 +166,8 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     if (redis.status !== "ready") return send(response, 500, { error: "Service Unavailable: Redis is not reachable" });
     const path = url.pathname.replace(/\/+$/, "");
     let repeat = false;
-    if ((bridge.faultIf !== undefined || bridge.repeatIf !== undefined) && (path === "" || path === "/pipeline" || path === "/multi-exec")) {
+    let reset = false;
+    if ((bridge.faultIf !== undefined || bridge.repeatIf !== undefined || bridge.resetIf !== undefined) && (path === "" || path === "/pipeline" || path === "/multi-exec")) {
       let commands: (readonly string[])[] = [];
       try {
         commands = (path === "" ? [parseCommand(body)] : Array.isArray(body) ? body.map(parseCommand) : []).map(([name, ...args]) => [
@@ -173,13 +179,19 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
       }
       if (commands.length > 0 && bridge.faultIf?.(commands) === true) return send(response, 500, { error: "Internal Server Error (bridge faultIf)" });
       repeat = commands.length > 0 && bridge.repeatIf?.(commands) === true;
+      reset = commands.length > 0 && bridge.resetIf?.(commands) === true;
     }
+    // The request lands, its answer does not: the socket is dropped once the commands ran.
+    const answer = (status: number, payload: unknown): void => {
+      if (reset) request.socket.destroy();
+      else send(response, status, payload);
+    };
     try {
       if (path === "") {
         const command = parseCommand(body);
         bridge.log.push([command[0].toUpperCase()]);
         if (repeat) await run(command).catch(() => undefined); // the first run, whose answer was lost
-        return send(response, 200, { result: toJson(await run(command), base64) });
+        return answer(200, { result: toJson(await run(command), base64) });
       }
       if (path === "/pipeline" || path === "/multi-exec") {
         if (!Array.isArray(body)) return send(response, 400, { error: "ERR the body must be an array of commands" });
@@ -190,8 +202,7 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
           const settled = await Promise.allSettled(commands.map(run));
           const lost = settled.find((one) => one.status === "rejected" && !(one.reason instanceof ReplyError));
           if (lost !== undefined) throw (lost as PromiseRejectedResult).reason;
-          return send(
-            response,
+          return answer(
             200,
             settled.map((one) => (one.status === "fulfilled" ? { result: toJson(one.value, base64) } : { error: (one.reason as Error).message })),
           );

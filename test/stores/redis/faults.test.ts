@@ -34,10 +34,12 @@ afterEach(() => {
   bridge.fault = "none";
   bridge.faultIf = undefined;
   bridge.repeatIf = undefined;
+  bridge.resetIf = undefined;
 });
 
 function restClient(token = TOKEN): UpstashRedis {
-  return new UpstashRedis({ url: bridge.url, token, enableTelemetry: false, retry: false });
+  // `retries: 0`: one attempt (`retry: false` still makes two in @upstash/redis).
+  return new UpstashRedis({ url: bridge.url, token, enableTelemetry: false, retry: { retries: 0 } });
 }
 
 function namespace(): string {
@@ -300,6 +302,23 @@ describe("faults become StoreUnavailableError: handler not run, nothing acked", 
     const made = new UpstashRedisStore({ url: bridge.url, token: TOKEN, namespace: namespace(), timeoutMs: 300 });
     const second = await expectFailClosed(made, "hang2");
     expect(second.store).toBe("UpstashRedisStore");
+  });
+
+  it("a connection dropped after the claim landed: the store's own client sends it once — the step fails, the store releases it, and the id is claimable at once", async () => {
+    const store = new UpstashRedisStore({ url: bridge.url, token: TOKEN, namespace: namespace(), timeoutMs: 2_000 });
+    let dropped = 0;
+    bridge.resetIf = (commands) => {
+      if (dropped > 0 || commands[0]?.[0] !== "SET") return false;
+      dropped += 1;
+      return true;
+    };
+    bridge.reset();
+    await expect(store.claimMany(["reset-1"])).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(dropped).toBe(1);
+    // Sent once: @upstash/redis' default retries would have resent the claim's SET after the network error.
+    expect(bridge.log.filter((request) => request.includes("SET"))).toHaveLength(1);
+    // The release the store sent behind the failed step took the landed claim back.
+    expect((await store.claimMany(["reset-1"])).map((claim) => claim.status)).toEqual(["claimed"]);
   });
 
   it("a refused token", async () => {
