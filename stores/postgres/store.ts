@@ -34,8 +34,9 @@
  * holds one) or one `client` (pg.Client, a Hyperdrive client): then every call and transaction takes
  * its turn on it, so that no store statement ever lands inside another message's transaction.
  *
- * What this is *not*: a connection manager or a timeout. You create, configure (`statement_timeout`,
- * `query_timeout`) and close the pool; the store never logs. The database must be UTF8.
+ * What this is *not*: a connection manager or a timeout. You create, configure (a role's
+ * `statement_timeout`, pg's `query_timeout`) and close the pool; the store never logs. The database
+ * must be UTF8.
  */
 import type { Claim, ClaimRef, FencedClaim, IdRecord, Recall, StoreWindows, TransactionalStore } from "../../src/contract.js";
 import { FenceLostError, InvalidOptionError, StoreUnavailableError, TransactionConditionError } from "../../src/errors.js";
@@ -87,6 +88,12 @@ export type PgPooledClient<Tx extends PgQueryable = PgQueryable> = Tx & { releas
 
 /** Isolation level of transactional mode's transactions. */
 export type PostgresIsolation = "read committed" | "repeatable read" | "serializable";
+
+/** A pg.Pool (or one shaped like it): it checks connections out and counts them, where a pg.Client is one. */
+function isPool(value: unknown): boolean {
+  const fields = value as { connect?: unknown; totalCount?: unknown; idleCount?: unknown };
+  return typeof fields.connect === "function" && typeof fields.totalCount === "number" && typeof fields.idleCount === "number";
+}
 
 /** Options of `PostgresStore`: a `pool` or one `client`, the table, the namespace, transactional mode's settings. */
 export interface PostgresStoreOptions<Tx extends PgQueryable = PgQueryable> extends StoreWindows {
@@ -249,6 +256,11 @@ export class PostgresStore<Tx extends PgQueryable = PgQueryable> implements Tran
       throw new InvalidOptionError("pool", "must have query(text, values) and connect() (a pg.Pool)");
     }
     if (client !== undefined && typeof client.query !== "function") throw new InvalidOptionError("client", "must have query(text, values)");
+    // A pool given as the one `client` would send a transaction's BEGIN, the handler's writes, the fence
+    // and COMMIT over different connections: the effect would commit outside the fenced transaction.
+    if (client !== undefined && isPool(client)) {
+      throw new InvalidOptionError("client", "is a pool: give it as `pool` (a `client` must be one session, e.g. a connected pg.Client)");
+    }
     this.#pool = pool;
     this.#client = client;
     this.layout = checkLayout(options.layout);

@@ -10,7 +10,7 @@
  * stopped by a lock another session holds, runs on a real PostgreSQL in claim-races.test.ts).
  */
 import { describe, expect, it } from "vitest";
-import { StoreUnavailableError } from "../../../src/errors.js";
+import { InvalidOptionError, StoreUnavailableError } from "../../../src/errors.js";
 import { type PgResult, PostgresStore } from "../../../entry/postgres.js";
 import { type PostgresLayout, layoutStatements } from "../../../stores/postgres/layouts.js";
 
@@ -84,5 +84,26 @@ describe("a claim step failing after its claim statement won", () => {
     const answers = await store.claimMany(["a", "b"]);
     expect(answers[0]).toEqual({ status: "claimed", token: "tok-1" });
     expect(sent.map((s) => s.step)).not.toContain("release");
+  });
+});
+
+describe("the one `client` is one session", () => {
+  it("a pool given as `client` is refused at construction (BEGIN and COMMIT would go over different connections); a pg.Client-shaped one is taken", async () => {
+    const query = async (): Promise<PgResult> => ({ rows: [], rowCount: 0 });
+    const pool = { query, connect: async () => ({ query, release() {} }), totalCount: 0, idleCount: 0, waitingCount: 0 };
+    const refused = (() => {
+      try {
+        new PostgresStore({ client: pool as never });
+      } catch (error) {
+        return error;
+      }
+      return undefined;
+    })();
+    expect(refused).toBeInstanceOf(InvalidOptionError);
+    expect((refused as InvalidOptionError).option).toBe("client");
+    expect((refused as Error).message).toMatch(/give it as `pool`/);
+    // The same pool as `pool`, and a connected client (connect, no counts), are fine.
+    expect(new PostgresStore({ pool }).table).toBe("babelqueue_serverless_idempotency");
+    expect(new PostgresStore({ client: { query, connect: async () => undefined } }).table).toBe("babelqueue_serverless_idempotency");
   });
 });
