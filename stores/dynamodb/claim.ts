@@ -27,6 +27,10 @@
  * no earlier than `leaseMs` after the claim was sent and no later than 2 s + the estimate's width
  * (≤ 1 s + one round trip; a few ms once the estimate has seen a second boundary) after that.
  *
+ * A put refused with `TransactionConflictException` (the item is in a transaction running now: in
+ * transactional mode, its owner's commit; DynamoDB Local never raises it) wrote nothing: it is put
+ * again after a short pause, and answered in-flight if the transaction outlasts MAX_PUTS puts.
+ *
  * What this is *not*: a lock client. A won claim is a lease, not a heartbeat: nothing extends it
  * while the handler runs.
  */
@@ -39,6 +43,16 @@ import { CLAIMABLE, DONE, IN_FLIGHT, type Item, NAMES, blockingVerdict, fingerpr
 export const MAX_LEASE_EXCESS_MS = 2 * DATE_RESOLUTION_MS;
 /** Puts one claim may send before answering in-flight (a blocking item that keeps vanishing). */
 const MAX_PUTS = 3;
+/**
+ * Pause before putting again after a `TransactionConflictException` (ms, times the put's number): the
+ * item is inside a transaction that is running now — in transactional mode, its owner's commit — and
+ * DynamoDB refuses a single-item write to it meanwhile, writing nothing. The transaction ends in
+ * milliseconds; the next put then meets what it left (done, or the released item).
+ */
+const CONFLICT_PAUSE_MS = 25;
+/** How long a claim answered in-flight for a transaction still running asks to wait (ms). */
+const CONFLICT_RETRY_AFTER_MS = 1_000;
+
 /** The condition of every correction: the item is still our in-flight claim. */
 const STILL_OURS = "#s = :inflight AND #t = :token";
 
@@ -61,6 +75,11 @@ export interface ClaimTarget {
    * this (a correction that could not be sent) leaves the claim written, for the caller to delete.
    */
   won?(token: string): void;
+}
+
+/** DynamoDB refused a single-item write because a transaction in progress includes the item (the Developer Guide, "Transaction conflict handling"). */
+function isTransactionConflict(error: unknown): boolean {
+  return error instanceof Error && error.name === "TransactionConflictException";
 }
 
 function ttl(deadlineMs: number): { N: string } {
@@ -117,6 +136,12 @@ export async function claimKey(target: ClaimTarget, key: string, leaseMs: number
       });
       replaced = answer.Attributes;
     } catch (error) {
+      if (isTransactionConflict(error)) {
+        // Another delivery's transaction holds the item (not the SDK's to retry): it wrote nothing.
+        if (put >= MAX_PUTS) return { status: "in-flight", retryAfterMs: CONFLICT_RETRY_AFTER_MS };
+        await new Promise((resolve) => setTimeout(resolve, CONFLICT_PAUSE_MS * put));
+        continue;
+      }
       if (!isConditionFailure(error)) throw target.fail("claim", error);
       let blocking = error.Item;
       // An SDK retry of a put that had in fact landed meets our own item: we won (what the first

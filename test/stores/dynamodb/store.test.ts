@@ -261,6 +261,39 @@ describe("DynamoDBStore on DynamoDB Local", () => {
     expect((await plain.claim("boom")).status).toBe("claimed");
   });
 
+  it("puts again after a TransactionConflictException — the item is in its owner's commit transaction — and answers what the put then meets; in-flight if the conflict outlasts the puts (mock: DynamoDB Local never raises it)", async () => {
+    const conflicting = (times: number) => {
+      const client = new DynamoDBClient(clientConfig({ maxAttempts: 1 }));
+      let conflicts = 0;
+      const sent: string[] = [];
+      client.middlewareStack.add(
+        (next, context) => async (args) => {
+          sent.push(context.commandName as string);
+          if (context.commandName !== "PutItemCommand" || conflicts >= times) return next(args);
+          conflicts += 1;
+          // DynamoDB's answer to a single-item write on an item an ongoing TransactWriteItems includes: nothing written.
+          throw Object.assign(new Error("Transaction is ongoing for the item"), { name: "TransactionConflictException", $metadata: { httpStatusCode: 400, attempts: 1 } });
+        },
+        { step: "initialize", name: "conflict" },
+      );
+      return { client, sent, conflicts: () => conflicts };
+    };
+    const owner = store();
+    await owner.remember("committed");
+    // Two conflicts, then the put meets the committed item: a duplicate, not a store error.
+    const twice = conflicting(2);
+    const duplicate = store({ client: twice.client, namespace: owner.namespace });
+    expect(await duplicate.claimMany(["committed"])).toEqual([{ status: "done" }]);
+    expect(twice.conflicts()).toBe(2);
+    expect(twice.sent).toEqual(["PutItemCommand", "PutItemCommand", "PutItemCommand"]);
+    // The conflict outlasts the three puts: in flight (parked briefly), nothing deleted, nothing held.
+    const always = conflicting(100);
+    const parked = store({ client: always.client, namespace: owner.namespace });
+    expect(await parked.claimMany(["fresh"])).toEqual([{ status: "in-flight", retryAfterMs: 1_000 }]);
+    expect(always.sent).toEqual(["PutItemCommand", "PutItemCommand", "PutItemCommand"]);
+    expect((await owner.claim("fresh")).status).toBe("claimed");
+  });
+
   it("maps an unreachable endpoint to StoreUnavailableError without leaking the token", async () => {
     const port = await freePort();
     const s = store({ clientConfig: clientConfig({ endpoint: `http://127.0.0.1:${port}`, maxAttempts: 1 }) });
