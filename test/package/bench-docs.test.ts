@@ -67,6 +67,7 @@ describe("what the generated lists and models say", () => {
     expect(verdict(row(23.7, 22.8))).toBe("level");
     expect(levelLabel(row(23.7, 22.8))).toBe("Level, ours 4% behind, inside the 5% band");
     expect(levelLabel(row(22.8, 22.7))).toBe("Level");
+    expect(levelLabel(row(101, 100))).toBe("Level, ours 1% behind, inside the 5% band");
     expect(levelLabel(row(27.9, 28.5))).toBe("Level");
     expect(verdict(row(18.8, 14.4))).toBe("ahead");
   });

@@ -105,5 +105,10 @@ describe("the one `client` is one session", () => {
     // The same pool as `pool`, and a connected client (connect, no counts), are fine.
     expect(new PostgresStore({ pool }).table).toBe("babelqueue_serverless_idempotency");
     expect(new PostgresStore({ client: { query, connect: async () => undefined } }).table).toBe("babelqueue_serverless_idempotency");
+    // A pool is all three: connect(), totalCount and idleCount; any two of them alone is not one.
+    const connect = async () => undefined;
+    for (const client of [{ query, totalCount: 0, idleCount: 0 }, { query, connect, totalCount: 0 }, { query, connect, idleCount: 0 }]) {
+      expect(new PostgresStore({ client: client as never }).table, Object.keys(client).join()).toBe("babelqueue_serverless_idempotency");
+    }
   });
 });
