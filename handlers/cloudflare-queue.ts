@@ -10,7 +10,8 @@
  * park with `delaySeconds` = the other delivery's remaining lease (rounded up, at most
  * Cloudflare's 12-hour delay limit), otherwise with `retryDelaySeconds` when set, else the queue's
  * own `retry_delay`. Cloudflare does not redeliver an explicitly acked message even if the
- * consumer later fails, so an eviction or a CPU-limit kill mid-batch repeats only the effects
+ * consumer later throws (acks are reported when the invocation ends; a host lost mid-batch may lose
+ * them, and then committed ids come back as duplicates), so a failing batch repeats only the effects
  * whose commit was in flight, not every finished effect of the batch.
  *
  * Cloudflare Queues carry no per-message attributes, so there are no out-of-band headers here
