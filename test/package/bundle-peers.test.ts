@@ -18,6 +18,7 @@ import { describe, expect, it } from "vitest";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+  bin: Record<string, string>;
   exports: Record<string, string | Record<string, unknown>>;
   peerDependencies: Record<string, string>;
 };
@@ -45,9 +46,15 @@ function packageOf(specifier: string): string {
   return specifier.startsWith("@") ? parts.slice(0, 2).join("/") : (parts[0] as string);
 }
 
+/** The source a dist path was compiled from (dist/x/y.js → x/y.ts). */
+const sourceOf = (distPath: string) => join(root, distPath.replace(/^\.\/dist\//, "").replace(/\.js$/, ".ts"));
+
 async function packagesReached(subpath: string): Promise<string[]> {
   const target = pkg.exports[subpath] as Record<string, unknown>;
-  const entry = join(root, String(target.import ?? target.default).replace(/^\.\/dist\//, "").replace(/\.js$/, ".ts"));
+  return packagesOf(sourceOf(String(target.import ?? target.default)));
+}
+
+async function packagesOf(entry: string): Promise<string[]> {
   const reached = new Set<string>();
   await build({
     entryPoints: [entry],
@@ -79,5 +86,11 @@ describe("each subpath bundles reaching only its own peers", () => {
     for (const subpath of subpaths) seen[subpath] = await packagesReached(subpath);
     expect(seen).toEqual(EXPECTED);
     for (const list of Object.values(seen)) for (const name of list) expect(Object.keys(pkg.peerDependencies)).toContain(name);
+  });
+
+  it("the CLI reaches exactly the stores' clients it loads on demand, each a declared (optional) peer — ioredis included", async () => {
+    const reached = await packagesOf(sourceOf(pkg.bin["babelqueue-serverless"] as string));
+    expect(reached).toEqual(["@aws-sdk/client-dynamodb", "@upstash/redis", "ioredis", "pg"]);
+    for (const name of reached) expect(Object.keys(pkg.peerDependencies), name).toContain(name);
   });
 });
