@@ -19,13 +19,14 @@ export interface CliIo {
   readStdin(): Promise<string>;
 }
 
-/** Expands "-" into the ids read from stdin (one per line, blank lines skipped). */
+/**
+ * Expands "-" into the ids read from stdin: one per line (LF or CRLF), empty lines skipped, each id
+ * verbatim — a dedupe key is `meta.id` as sent, so a trimmed line would name another id, and
+ * `forget` would drop that one.
+ */
 async function expandIds(ids: readonly string[], io: CliIo): Promise<string[]> {
   if (!ids.includes("-")) return [...ids];
-  const fromStdin = (await io.readStdin())
-    .split(/\r?\n/)
-    .map((line) => line.trim())
-    .filter((line) => line !== "");
+  const fromStdin = (await io.readStdin()).split(/\r?\n/).filter((line) => line !== "");
   return ids.flatMap((id) => (id === "-" ? fromStdin : [id]));
 }
 

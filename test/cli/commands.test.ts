@@ -276,6 +276,37 @@ describe("store failures and usage", () => {
     expect(forgotten).toEqual(["busy"]);
   });
 
+  it("ids from stdin are taken verbatim: a space is part of an id, so forget never drops the trimmed one", async () => {
+    const memory = new InMemoryStore();
+    await memory.claim("order-x", 60_000);
+    await memory.remember("order-x");
+    const forgotten: string[] = [];
+    const store = {
+      seen: (id: string) => memory.seen(id),
+      remember: (id: string) => memory.remember(id),
+      forget: async (id: string) => {
+        forgotten.push(id);
+        await memory.forget(id);
+      },
+      inspect: (id: string) => memory.inspect(id),
+    };
+    const out: string[] = [];
+    const code = await main(
+      ["forget", "-", "--yes", "--json"],
+      { out: (line) => out.push(line), err: (line) => out.push(line), readStdin: async () => " order-x\r\norder-x \n\n\r\n" },
+      { REDIS_URL: redisUrl },
+      async () => ({ store, label: "test", close: async () => undefined }),
+    );
+    expect(code).toBe(0);
+    expect(forgotten).toEqual([" order-x", "order-x "]);
+    const results = (JSON.parse(out.join("\n")) as { results: { id: string; before: string }[] }).results;
+    expect(results.map((result) => [result.id, result.before])).toEqual([
+      [" order-x", "absent"],
+      ["order-x ", "absent"],
+    ]);
+    expect(await memory.seen("order-x")).toBe(true);
+  });
+
   it("a store option the store refuses (a namespace with ':', a bad table name) is a usage error: exit 2", async () => {
     const namespaced = await cli(["inspect", "x", "--namespace", "a:b"], { REDIS_URL: redisUrl });
     expect(namespaced.code).toBe(2);
