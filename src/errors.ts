@@ -29,10 +29,16 @@ export class InvalidOptionError extends BabelQueueServerlessError {
 export class StoreUnavailableError extends BabelQueueServerlessError {
   readonly store: string;
   readonly operation: string;
-  constructor(store: string, operation: string, detail: string, options?: { cause?: unknown }) {
+  /**
+   * The backend said it is overloaded (a Durable Object error's `.overloaded`): the engine does not
+   * retry the step at once, as a retry would only add to the load.
+   */
+  readonly overloaded: boolean;
+  constructor(store: string, operation: string, detail: string, options?: { cause?: unknown; overloaded?: boolean }) {
     super("STORE_UNAVAILABLE", `${store}.${operation} failed: ${detail}`, options);
     this.store = store;
     this.operation = operation;
+    this.overloaded = options?.overloaded === true;
   }
 }
 

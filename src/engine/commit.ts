@@ -9,7 +9,9 @@
  * idle spell may wait for company while other handlers are still running: a fixed `lingerMs`, or,
  * when `lingerFor` is given, as long as it says (the adaptive linger, linger.ts); when no handler
  * runs any more, or when the deadline comes, it goes at once. A failed step is retried for the
- * entries it failed, `retries` times, 25 ms then 50 ms … apart (the "commit-failed" path).
+ * entries it failed, `retries` times, 25 ms then 50 ms … apart (the "commit-failed" path) — unless
+ * the store said it is overloaded (`StoreUnavailableError.overloaded`): that error is final at once,
+ * as Cloudflare asks of a Durable Object's overload, since a retry only adds to it.
  *
  * Hot path: an entry is settled through the callback it was queued with (`enqueue`), so a commit
  * costs no promise and no closure of its own; `add` is the promise form.
@@ -18,6 +20,7 @@
  * when every entry queued so far has its answer; entries queued later (a handler that finished
  * past the deadline) are still committed, by the same queue, whenever they come.
  */
+import { StoreUnavailableError } from "../errors.js";
 import type { EngineEvent, StoreStep } from "../events.js";
 
 export const COMMIT_RETRY_BASE_MS = 25;
@@ -197,7 +200,7 @@ export class StepQueue<T> {
     for (let i = 0; i < batch.length; i += 1) {
       const entry = batch[i] as Entry<T>;
       const error = errors?.[i];
-      if (error === undefined || entry.tries >= retries) {
+      if (error === undefined || entry.tries >= retries || (error instanceof StoreUnavailableError && error.overloaded)) {
         try {
           entry.settle(entry.value, error);
         } catch {

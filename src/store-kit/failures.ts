@@ -63,7 +63,12 @@ function wordedMessage(error: Error, wording: FailureWording): string {
   return message.length > MAX_FAILURE_DETAIL ? `${message.slice(0, MAX_FAILURE_DETAIL)}…` : message;
 }
 
-/** `Name[: message][ (CODE)][ (HTTP n)][ (retryable)]` — never a payload, token or credential. */
+/** The backend says it is overloaded: Durable Objects set `.overloaded` on such errors and ask not to retry them. */
+function isOverloaded(error: unknown): boolean {
+  return (error as { overloaded?: unknown } | null)?.overloaded === true;
+}
+
+/** `Name[: message][ (CODE)][ (HTTP n)][ (retryable)][ (overloaded)]` — never a payload, token or credential. */
 export function describeFailure(error: unknown, wording: FailureWording = {}): string {
   if (!(error instanceof Error)) return `failed with a non-error value (${typeof error})`;
   let text = error.name;
@@ -73,6 +78,7 @@ export function describeFailure(error: unknown, wording: FailureWording = {}): s
   const status = httpStatus(error);
   if (status !== undefined) text += ` (HTTP ${status})`;
   if ((error as { retryable?: unknown }).retryable === true) text += " (retryable)";
+  if (isOverloaded(error)) text += " (overloaded)";
   return text;
 }
 
@@ -98,5 +104,5 @@ export function storeFailure(store: string, operation: string, error: unknown, o
   const described = describeFailure(error, options);
   const detail = `${options.prefix === undefined ? "" : `${options.prefix}: `}${described}${options.suffix === undefined ? "" : ` ${options.suffix}`}`;
   const cause = options.cause === "original" ? error : scrubbedError(error, options);
-  return new StoreUnavailableError(store, operation, detail, { cause });
+  return new StoreUnavailableError(store, operation, detail, { cause, overloaded: isOverloaded(error) });
 }

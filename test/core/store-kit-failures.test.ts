@@ -173,6 +173,22 @@ describe("storeFailure", () => {
     expect(failure.message).toBe("RedisStore.claim failed: Error: connect ECONNREFUSED 127.0.0.1:6379 (ECONNREFUSED)");
   });
 
+  it("an error the backend marks overloaded (a Durable Object's .overloaded) is an overloaded StoreUnavailableError, whichever cause is kept", () => {
+    for (const cause of ["original", "scrubbed"] as const) {
+      const failure = storeFailure("DurableObjectStore", "commit", driverError("Durable Object is overloaded", { overloaded: true, retryable: false }), { message: false, cause });
+      expect(failure).toBeInstanceOf(StoreUnavailableError);
+      expect((failure as StoreUnavailableError).overloaded).toBe(true);
+      expect(failure.message).toBe("DurableObjectStore.commit failed: Error (overloaded)");
+    }
+    for (const flag of [false, "true", 1, undefined]) {
+      const failure = storeFailure("DurableObjectStore", "commit", driverError("boom", { overloaded: flag }));
+      expect((failure as StoreUnavailableError).overloaded).toBe(false);
+      expect(failure.message).toBe("DurableObjectStore.commit failed: Error: boom");
+    }
+    expect(new StoreUnavailableError("S", "op", "x").overloaded).toBe(false);
+    expect(new StoreUnavailableError("S", "op", "x", { overloaded: true }).overloaded).toBe(true);
+  });
+
   it("puts the prefix before the description and the suffix after it", () => {
     const error = driverError("boom", { $metadata: { httpStatusCode: 503 } });
     expect(storeFailure("KvStore", "commit", error, { prefix: "the KV call failed" }).message).toBe(

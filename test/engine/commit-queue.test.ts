@@ -7,6 +7,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { COMMIT_RETRY_BASE_MS, StepQueue } from "../../src/engine/commit.js";
+import { StoreUnavailableError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
 
 interface Harness {
@@ -180,6 +181,28 @@ describe("StepQueue", () => {
     await vi.advanceTimersByTimeAsync(0);
     expect((none.settled.get("bad") as Error).message).toBe("fail bad");
     expect(none.steps).toEqual([["bad"]]);
+  });
+
+  it("an entry whose error says the store is overloaded is final at once: no retry adds to the overload", async () => {
+    const overloaded = new StoreUnavailableError("DurableObjectStore", "commit", "Error (overloaded)", { overloaded: true });
+    const busy = new StoreUnavailableError("DurableObjectStore", "commit", "Error");
+    const steps: string[][] = [];
+    const h = harness({
+      retries: 2,
+      run: async (values) => {
+        steps.push([...values]);
+        return values.map((value) => (value === "hot" ? overloaded : value === "busy" ? busy : undefined));
+      },
+    });
+    h.add("hot");
+    h.add("busy");
+    h.add("fine");
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(steps).toEqual([["hot", "busy", "fine"], ["busy"], ["busy"]]);
+    expect(h.settled.get("hot")).toBe(overloaded);
+    expect(h.settled.get("busy")).toBe(busy);
+    expect(h.settled.has("fine")).toBe(true);
+    expect(h.settled.get("fine")).toBeUndefined();
   });
 
   it("an entry that arrives while another waits for its retry goes at once, without it", async () => {

@@ -329,6 +329,40 @@ describe("DurableObjectStore: options and failures", () => {
   });
 });
 
+describe("DurableObjectStore: an overloaded object", () => {
+  it("its error is an overloaded StoreUnavailableError, and the engine commits once, not again into the overload", async () => {
+    // A fault no local backend produces on demand: an object whose commits fail with Cloudflare's
+    // overload error (`.overloaded`, which Cloudflare asks callers not to retry); claims and
+    // releases reach the real object (mock, on purpose).
+    const real = env.IDEMPOTENCY;
+    let remembers = 0;
+    const overloaded: IdempotencyNamespace<DurableObjectId> = {
+      idFromName: (name) => real.idFromName(name),
+      get: (id) => {
+        const stub = real.get(id) as unknown as IdempotencyShard;
+        return {
+          claim: (...args) => stub.claim(...args),
+          remember: async () => {
+            remembers += 1;
+            throw Object.assign(new Error("Durable Object is overloaded. Too many requests queued."), { overloaded: true, retryable: false });
+          },
+          release: (...args) => stub.release(...args),
+          seen: (...args) => stub.seen(...args),
+          forget: (...args) => stub.forget(...args),
+          inspect: (...args) => stub.inspect(...args),
+        };
+      },
+    };
+    const store = new DurableObjectStore(overloaded as IdempotencyNamespace, { namespace: "hot", objectName: `overloaded-${Date.now()}` });
+    await expect(store.rememberMany(["a"])).rejects.toMatchObject({ name: "StoreUnavailableError", operation: "remember", overloaded: true });
+    remembers = 0;
+    const results = await new BatchEngine(store, () => undefined, { commitLingerMs: 0 }).process([{ body: envelope("hot-1"), context: {} }]);
+    expect(results.map((result) => result.status)).toEqual(["commit-failed"]);
+    expect((results[0] as { error?: unknown }).error).toMatchObject({ overloaded: true });
+    expect(remembers).toBe(1);
+  });
+});
+
 describe("DurableObjectStore: one shard failing", () => {
   /**
    * The real binding, except that every call to the objects named in `failing` rejects: a fault no
