@@ -64,6 +64,14 @@ const sdkExternal: BuildOptions = { ...lambda, external: ["@aws-sdk/*", "@smithy
 
 const TARGETS: Target[] = [
   {
+    id: "engine-alone",
+    label: "The engine alone: BatchEngine, no store, runtime or logs (the floor under every bundle of ours below)",
+    kit: "ours",
+    entry: "bench/fixtures/engine-alone.ts",
+    options: { platform: "neutral", target: "es2022", format: "esm" },
+    write: false,
+  },
+  {
     id: "worker-ours",
     label: "Worker: queueHandler + DurableObjectStore",
     kit: "ours",

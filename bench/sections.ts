@@ -99,6 +99,7 @@ export const BENCH_SECTIONS: Readonly<Record<string, Section>> = {
         return [one.label, kib(one.bytes), kib(one.gzipBytes), theirs === undefined ? "—" : ratio(theirs.gzipBytes, one.gzipBytes)];
       }),
     ) +
+      `\n\nThe engine alone (the first row: the decision table, envelope checks, fingerprint, FIFO groups, deadline guard and group commit, with no store, runtime adapter or logs) is ${kib(bundle(results, "engine-alone")?.gzipBytes ?? Number.NaN)} gzipped: every handler bundle of ours carries at least that much, whatever its store.` +
       "\n\nThe Redis pair compares the two Redis clients more than the two kits: each bundle is mostly its client (ours `@upstash/redis`, fetch-based REST; Powertools `@redis/client`, RESP over TCP). The kits' own code is compared by the DynamoDB pair with the SDK external.";
   },
 
