@@ -91,7 +91,9 @@ export interface Store {
   recallMany?(ids: readonly string[]): Promise<Recall[]>;
   /**
    * Optional batch form of `remember`: the commit of many ids in one store step.
-   * `fingerprints`, when given, has one entry per id (undefined where there is none).
+   * `fingerprints`, when given, has one entry per id (undefined where there is none). A step that
+   * failed for some ids only may reject with a `PartialStepError` naming each id's error: the engine
+   * then retries, and reports, only those ids. Any other rejection fails every id of the step.
    */
   rememberMany?(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void>;
   /** Optional, for operators (the CLI): what the store holds for one id, or null when nothing. */
@@ -160,7 +162,7 @@ export interface ClaimingStore extends Store {
     fingerprints?: readonly (string | undefined)[],
     hints?: ClaimHints,
   ): Promise<BatchClaim[]>;
-  /** Optional batch form of `release`. */
+  /** Optional batch form of `release`; like `rememberMany`, it may reject with a `PartialStepError`. */
   releaseMany?(claims: readonly ClaimRef[]): Promise<void>;
 }
 

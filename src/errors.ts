@@ -42,6 +42,26 @@ export class StoreUnavailableError extends BabelQueueServerlessError {
   }
 }
 
+/**
+ * A batch step that failed for some of its ids only — a `DurableObjectStore` shard that failed while
+ * the other shards wrote theirs. `errors[i]` is the error of the step's i-th id, undefined where that
+ * id's write landed. Thrown by `rememberMany` / `releaseMany` (see the store contract); the engine
+ * settles each id on its own, so only the failed ids are retried and reported `commit-failed`.
+ * Read as one error, it is the first failure's (`overloaded` included).
+ */
+export class PartialStepError extends StoreUnavailableError {
+  readonly errors: readonly (BabelQueueServerlessError | undefined)[];
+  constructor(store: string, operation: string, errors: readonly (BabelQueueServerlessError | undefined)[]) {
+    const failed = errors.filter((error): error is BabelQueueServerlessError => error !== undefined);
+    const first = failed[0];
+    super(store, operation, `${failed.length} of ${errors.length} ids (the others were written); the first: ${first?.message ?? "none"}`, {
+      cause: first,
+      overloaded: first instanceof StoreUnavailableError && first.overloaded,
+    });
+    this.errors = errors;
+  }
+}
+
 /** The message body is not an accepted BabelQueue envelope (or the user's `parse` rejected it). */
 export class InvalidMessageError extends BabelQueueServerlessError {
   readonly reason: string;

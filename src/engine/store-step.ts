@@ -9,7 +9,7 @@
  *
  * What this is *not*: a retry loop (the commit queue retries, commit.ts) or a timer.
  */
-import { StoreUnavailableError } from "../errors.js";
+import { PartialStepError, StoreUnavailableError } from "../errors.js";
 import type { EngineEvent, StoreStep } from "../events.js";
 
 /** One id's answer from a store step: its value, or the error the step failed with. */
@@ -83,7 +83,8 @@ export function errorsOf(answers: readonly Answer<unknown>[]): unknown[] {
 /**
  * A step whose batch form answers nothing (`rememberMany`, `releaseMany`): `many()` when the store
  * has it, else `one(i)` for each id in parallel. Answers the error of each id, or undefined when
- * every id succeeded (the commit queue's common case, with nothing allocated for it).
+ * every id succeeded (the commit queue's common case, with nothing allocated for it). A batch form
+ * that rejects with a `PartialStepError` of one entry per id fails only the ids it names.
  */
 export async function voidStep(count: number, many: (() => Promise<unknown>) | undefined, one: (i: number) => unknown): Promise<unknown[] | undefined> {
   if (many === undefined) {
@@ -94,6 +95,8 @@ export async function voidStep(count: number, many: (() => Promise<unknown>) | u
     await many();
     return undefined;
   } catch (error) {
+    // A step that failed for some ids only names each id's error (one entry per id, or it is read as one error).
+    if (error instanceof PartialStepError && error.errors.length === count) return [...error.errors];
     return new Array<unknown>(count).fill(reasonOf(error));
   }
 }

@@ -8,7 +8,7 @@
  * - fingerprints (fingerprints.ts): the opaque 1-64 character payload fingerprint, checked before
  *   anything is written, and omitted from answers that have none;
  * - failures (failures.ts): a backend's error as a `StoreUnavailableError` that carries no payload,
- *   key or secret;
+ *   key or secret; a batch step that failed for some ids only as a `PartialStepError`;
  * - options (options.ts): an options object that rejects keys it does not know;
  * - tokens (tokens.ts): a claim token is a non-empty string; without one a release is a no-op and a
  *   transaction a lost fence.
@@ -38,3 +38,4 @@ export {
 } from "./failures.js";
 export { type OptionKeys, checkOptions, optionKeys, unionKeys } from "./options.js";
 export { fenceToken, heldClaims, isToken } from "./tokens.js";
+export { PartialStepError } from "../errors.js";

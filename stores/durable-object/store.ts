@@ -24,9 +24,10 @@
  * Per-shard failures: one shard's call failing fails only the ids that shard holds (fan-out.ts).
  * `claimMany` answers per id — a failed shard's ids as `{ status: "failed", error }` (the
  * contract's `ClaimFailure`, which the engine retries alone), every other shard's answers as they
- * are. The other batch forms answer for a whole step, so they still throw `StoreUnavailableError` —
- * but only after every other shard's call has finished: commits and releases that other shards made
- * stand (a retried commit re-writes them, which is harmless).
+ * are. `rememberMany` rejects with a `PartialStepError` naming each id's error when only some ids
+ * failed (the engine retries and reports those alone), with the shard's own error when all did. The
+ * other batch forms answer for a whole step, so they still throw `StoreUnavailableError` — but only
+ * after every other shard's call has finished: what other shards did stands.
  *
  * What this is *not*: a cross-shard transaction (a batch step is atomic per shard, which is all
  * the contract asks: every id is decided by exactly one object, or — for a moved key in the window —
@@ -38,7 +39,7 @@
  * satisfies it.
  */
 import type { BatchClaim, Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
-import { type BabelQueueServerlessError, InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
+import { type BabelQueueServerlessError, InvalidOptionError, PartialStepError, StoreUnavailableError } from "../../src/errors.js";
 import { storeFailure } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints, withFingerprint } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
@@ -294,16 +295,20 @@ export class DurableObjectStore implements ClaimingStore {
     if (ids.length === 0) return;
     const keys = await this.#keys(ids);
     const withAny = checked.some((fingerprint) => fingerprint !== undefined);
-    const { requests } = this.#everywhere(keys, (key, i) => ({ key, fingerprint: checked[i] ?? null }));
-    throwIfFailed(
-      await this.#round<KeyItem, void>("remember", requests, (shard, batch) =>
-        shard.remember(
-          batch.map((item) => item.key),
-          this.retentionMs,
-          withAny ? batch.map((item) => item.fingerprint) : undefined,
-        ),
+    const { requests, parts } = this.#everywhere(keys, (key, i) => ({ key, fingerprint: checked[i] ?? null }));
+    const settled = await this.#round<KeyItem, void>("remember", requests, (shard, batch) =>
+      shard.remember(
+        batch.map((item) => item.key),
+        this.retentionMs,
+        withAny ? batch.map((item) => item.fingerprint) : undefined,
       ),
     );
+    // Per id: committed only where every object it lives in wrote it (a moved key: both).
+    const errors = parts.map((mine) => firstFailure(mine.map((at) => settled[at] as Settled<unknown>)));
+    const failed = errors.filter((error) => error !== undefined).length;
+    if (failed === 0) return;
+    if (failed === ids.length) throw errors[0];
+    throw new PartialStepError(STORE_NAME, "remember", errors);
   }
 
   async forget(id: string): Promise<void> {

@@ -17,6 +17,8 @@ describe("typed errors", () => {
       [new errors.FenceLostError("k"), "FenceLostError", "FENCE_LOST"],
       [new errors.TransactionConditionError("stock below zero"), "TransactionConditionError", "TRANSACTION_CONDITION"],
       [new errors.DeadlineExceededError("not started"), "DeadlineExceededError", "DEADLINE_EXCEEDED"],
+      // A StoreUnavailableError (its code), for the ids of a step that failed alone.
+      [new errors.PartialStepError("s", "remember", [undefined]), "PartialStepError", "STORE_UNAVAILABLE"],
     ];
     // One case per error class the module exports (a new class needs its case here).
     const classes = Object.values(errors).filter((value) => value !== errors.BabelQueueServerlessError);
@@ -35,6 +37,19 @@ describe("typed errors", () => {
     const cause = new Error("socket hang up");
     const store = new errors.StoreUnavailableError("upstash", "rememberMany", "timed out", { cause });
     expect([store.message, store.store, store.operation, store.cause]).toEqual(["upstash.rememberMany failed: timed out", "upstash", "rememberMany", cause]);
+
+    const down = new errors.StoreUnavailableError("DurableObjectStore", "remember", "the Durable Object call failed: Error", { overloaded: true });
+    const partial = new errors.PartialStepError("DurableObjectStore", "remember", [undefined, down, undefined]);
+    expect([partial.message, partial.errors, partial.cause, partial.overloaded, partial.operation]).toEqual([
+      "DurableObjectStore.remember failed: 1 of 3 ids (the others were written); the first: DurableObjectStore.remember failed: the Durable Object call failed: Error",
+      [undefined, down, undefined],
+      down,
+      true,
+      "remember",
+    ]);
+    expect(partial).toBeInstanceOf(errors.StoreUnavailableError);
+    expect(new errors.PartialStepError("s", "remember", [new errors.InvalidOptionError("x", "bad")]).overloaded).toBe(false);
+    expect(new errors.PartialStepError("s", "remember", [undefined]).message).toBe("s.remember failed: 0 of 1 ids (the others were written); the first: none");
 
     const invalid = new errors.InvalidMessageError("'meta' must be an object");
     expect([invalid.message, invalid.reason]).toEqual(["message rejected: 'meta' must be an object", "'meta' must be an object"]);

@@ -185,6 +185,7 @@ describe("storeFailure", () => {
       expect((failure as StoreUnavailableError).overloaded).toBe(false);
       expect(failure.message).toBe("DurableObjectStore.commit failed: Error: boom");
     }
+    for (const thrown of [null, undefined, "overloaded"]) expect((storeFailure("S", "op", thrown) as StoreUnavailableError).overloaded).toBe(false);
     expect(new StoreUnavailableError("S", "op", "x").overloaded).toBe(false);
     expect(new StoreUnavailableError("S", "op", "x", { overloaded: true }).overloaded).toBe(true);
   });

@@ -14,7 +14,7 @@ import type { MessageResult } from "../../src/decision.js";
 import { BatchEngine } from "../../src/engine/index.js";
 import type { EngineOptions, Handler } from "../../src/engine/types.js";
 import type { Envelope } from "../../src/envelope.js";
-import { DeadlineExceededError, GroupBlockedError, type InvalidMessageError, PayloadConflictError } from "../../src/errors.js";
+import { DeadlineExceededError, GroupBlockedError, type InvalidMessageError, PartialStepError, PayloadConflictError, StoreUnavailableError } from "../../src/errors.js";
 import type { EngineEvent } from "../../src/events.js";
 import { InMemoryStore } from "../../src/memory-store.js";
 import { envelopeBody } from "../support/envelopes.js";
@@ -172,6 +172,42 @@ describe("FIFO: a copy of an id keeps its place in its own group", () => {
     ]);
     expect(runs[0]).toBe("X");
     expect(runs.slice(1).sort()).toEqual(["Y", "Z"]);
+  });
+
+  it("a commit step that failed for some ids only (PartialStepError): only those are retried and commit-failed", async () => {
+    const steps: string[][] = [];
+    class OneShardDown extends InMemoryStore {
+      override async rememberMany(ids: readonly string[], fingerprints?: readonly (string | undefined)[]): Promise<void> {
+        steps.push([...ids]);
+        const written = ids.filter((id) => id !== "B");
+        await super.rememberMany(written, fingerprints?.filter((_, i) => ids[i] !== "B"));
+        if (written.length === ids.length) return;
+        const down = new StoreUnavailableError("OneShardDown", "remember", "shard 1 down");
+        if (written.length === 0) throw down;
+        throw new PartialStepError("OneShardDown", "remember", ids.map((id) => (id === "B" ? down : undefined)));
+      }
+    }
+    const store = new OneShardDown();
+    const engine = new BatchEngine(store, () => undefined, { commitLingerMs: 0 });
+    const results = await engine.process([delivery("A"), delivery("B"), delivery("C")]);
+    expect(results.map((r) => [r.key, r.status, r.ack])).toEqual([
+      ["A", "ran", true],
+      ["B", "commit-failed", true],
+      ["C", "ran", true],
+    ]);
+    expect(results[1]?.error).toMatchObject({ name: "StoreUnavailableError", message: "OneShardDown.remember failed: shard 1 down" });
+    expect(steps).toEqual([["A", "B", "C"], ["B"], ["B"]]);
+    expect([(await store.inspect("A"))?.status, (await store.inspect("B"))?.status, (await store.inspect("C"))?.status]).toEqual(["done", "in-flight", "done"]);
+
+    // A PartialStepError without one entry per id cannot say which failed: every id of the step has.
+    class Garbled extends InMemoryStore {
+      override async rememberMany(): Promise<void> {
+        throw new PartialStepError("Garbled", "remember", [new StoreUnavailableError("Garbled", "remember", "x")]);
+      }
+    }
+    const garbled = await new BatchEngine(new Garbled(), () => undefined, { commitLingerMs: 0, commitRetries: 0 }).process([delivery("D"), delivery("E")]);
+    expect(garbled.map((r) => r.status)).toEqual(["commit-failed", "commit-failed"]);
+    expect(garbled[0]?.error).toBeInstanceOf(PartialStepError);
   });
 
   it("with one place to run, a lane parked on a commit still in flight is taken up again once it lands", async () => {

@@ -8,6 +8,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { BatchEngine } from "../../src/engine/index.js";
 import { storeKey } from "../../src/store-kit/keys.js";
+import { PartialStepError, StoreUnavailableError } from "../../src/errors.js";
 import { DurableObjectStore, type IdempotencyNamespace, type IdempotencyShard } from "../../stores/durable-object/store.js";
 import { testStore } from "../stores/contract.js";
 
@@ -437,13 +438,59 @@ describe("DurableObjectStore: one shard failing", () => {
       ids.flatMap((id, i) => (answers[i]?.status === "claimed" ? [{ id, token: (answers[i] as { token: string }).token }] : [])),
     );
 
-    await expect(broken.rememberMany(ids)).rejects.toMatchObject({ operation: "remember" });
+    // The step names each id's fate: a PartialStepError whose errors are exactly the broken shard's ids.
+    const partial = await broken.rememberMany(ids).catch((error: unknown) => error);
+    expect(partial).toBeInstanceOf(PartialStepError);
+    expect(partial).toMatchObject({ name: "PartialStepError", operation: "remember" });
+    expect((partial as PartialStepError).errors.map((error, i) => [ids[i], error === undefined ? "written" : (error as StoreUnavailableError).operation])).toEqual(
+      ids.map((id) => [id, onBroken.includes(id) ? "remember" : "written"]),
+    );
+    // All of a step's ids on the broken shard: the shard's own error, as one.
+    const whole = await broken.rememberMany(onBroken).catch((error: unknown) => error);
+    expect(whole).toBeInstanceOf(StoreUnavailableError);
+    expect(whole).not.toBeInstanceOf(PartialStepError);
     // Every healthy shard's commit stands; the broken shard's ids are not committed.
     expect(await healthy.seenMany(elsewhere)).toEqual(elsewhere.map(() => true));
     expect(await healthy.seenMany(onBroken)).toEqual(onBroken.map(() => false));
     await expect(broken.seenMany(ids)).rejects.toMatchObject({ operation: "seen" });
     // Only the broken shard's ids are unknown: a step of healthy ids alone still answers.
     expect(await broken.seenMany(elsewhere)).toEqual(elsewhere.map(() => true));
+  });
+
+  it("through the engine, a failed shard's ids are the only ones retried and reported commit-failed; the others ran", async () => {
+    const objectName = `partial-${Date.now()}`;
+    const options = { namespace: "pc", objectName, shards: 4 };
+    const healthy = new DurableObjectStore(env.IDEMPOTENCY, options);
+    const ids = Array.from({ length: 24 }, (_, i) => `pc-${i}`);
+    const { onBroken } = await split(healthy, ids, 2);
+    expect(onBroken.length).toBeGreaterThan(0);
+    // Claims reach every object; only shard 2's commits fail (mock, on purpose: a fault on demand).
+    const real = env.IDEMPOTENCY;
+    const remembered: number[] = [];
+    const binding: IdempotencyNamespace<{ id: DurableObjectId; name: string }> = {
+      idFromName: (name) => ({ id: real.idFromName(name), name }),
+      get: ({ id, name }) => {
+        const stub = real.get(id) as unknown as IdempotencyShard;
+        if (name !== `${objectName}/shard-2`) return stub;
+        return {
+          claim: (...args) => stub.claim(...args),
+          remember: async (keys) => {
+            remembered.push(keys.length);
+            throw new Error("Durable Object reset because its code was updated");
+          },
+          release: (...args) => stub.release(...args),
+          seen: (...args) => stub.seen(...args),
+          forget: (...args) => stub.forget(...args),
+          inspect: (...args) => stub.inspect(...args),
+        };
+      },
+    };
+    const store = new DurableObjectStore(binding as IdempotencyNamespace, options);
+    const results = await new BatchEngine(store, () => undefined, { commitLingerMs: 5 }).process(ids.map((id) => ({ body: envelope(id), context: {} })));
+    expect(results.map((result, i) => [ids[i], result.status])).toEqual(ids.map((id) => [id, onBroken.includes(id) ? "commit-failed" : "ran"]));
+    // The broken shard got its ids three times (the step, then two retries of those ids alone).
+    expect(remembered).toEqual([onBroken.length, onBroken.length, onBroken.length]);
+    expect(await healthy.seenMany(ids)).toEqual(ids.map((id) => !onBroken.includes(id)));
   });
 
   it("a claim call that landed but whose answer was lost leaves nothing held: the failed ids' claims are released under the store's tokens", async () => {
