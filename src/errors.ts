@@ -50,9 +50,9 @@ export class StoreUnavailableError extends BabelQueueServerlessError {
  * Read as one error, it is the first failure's (`overloaded` included).
  */
 export class PartialStepError extends StoreUnavailableError {
-  readonly errors: readonly (BabelQueueServerlessError | undefined)[];
-  constructor(store: string, operation: string, errors: readonly (BabelQueueServerlessError | undefined)[]) {
-    const failed = errors.filter((error): error is BabelQueueServerlessError => error !== undefined);
+  readonly errors: readonly (Error | undefined)[];
+  constructor(store: string, operation: string, errors: readonly (Error | undefined)[]) {
+    const failed = errors.filter((error): error is Error => error !== undefined);
     const first = failed[0];
     super(store, operation, `${failed.length} of ${errors.length} ids (the others were written); the first: ${first?.message ?? "none"}`, {
       cause: first,

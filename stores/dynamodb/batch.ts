@@ -3,7 +3,7 @@
  * in chunks of 100, chunks sent in parallel through the store's sender (at most
  * `maxConcurrentRequests` in flight, send.ts). What DynamoDB leaves unprocessed (throttling, size
  * limits) is resent with exponential backoff and full jitter, a bounded number of times, then the
- * call fails with `StoreUnavailableError`. `readOnce` is the exception: it sends each chunk once
+ * call fails with `StoreUnavailableError` — for writes, only the items left unwritten do (`writeAll`). `readOnce` is the exception: it sends each chunk once
  * and reports only what came back (the claim precheck claims whatever it could not read).
  *
  * What this is *not*: atomic. A batch write is many independent puts (no conditions, no rollback).
@@ -95,16 +95,36 @@ function ofTable<T>(map: Record<string, T> | undefined, table: string): T | unde
   return map[table] ?? Object.values(map)[0];
 }
 
-/** Puts every item: `BatchWriteItem` in chunks of 25, in parallel, unprocessed items resent. */
-export async function writeAll(target: BatchTarget, operation: string, items: readonly Item[]): Promise<void> {
+/**
+ * Puts every item: `BatchWriteItem` in chunks of 25, in parallel, unprocessed items resent. Answers
+ * the items that were not written, by key, each with its chunk's error (empty when every item was):
+ * a chunk that failed does not undo the chunks that were written, nor the puts of its own that an
+ * earlier attempt got through.
+ */
+export async function writeAll(target: BatchTarget, operation: string, items: readonly Item[]): Promise<Map<string, Error>> {
+  const unwritten = new Map<string, Error>();
   await Promise.all(
-    chunks(items, BATCH_WRITE_LIMIT).map((chunk) =>
-      untilProcessed<WriteRequest>(target, operation, "item(s)", chunk.map((item) => ({ PutRequest: { Item: item } })), async (pending) => {
-        const answer = await target.send<BatchWriteItemCommandOutput>(() => new BatchWriteItemCommand({ RequestItems: { [target.table]: pending } }));
-        return ofTable(answer.UnprocessedItems, target.table) ?? [];
-      }),
-    ),
+    chunks(items, BATCH_WRITE_LIMIT).map(async (chunk) => {
+      const requests = chunk.map((item): WriteRequest => ({ PutRequest: { Item: item } }));
+      // What is still unwritten if the chunk fails now: the requests being sent, then what came back unprocessed.
+      let outstanding: WriteRequest[] = requests;
+      try {
+        await untilProcessed<WriteRequest>(target, operation, "item(s)", requests, async (pending) => {
+          outstanding = pending;
+          const answer = await target.send<BatchWriteItemCommandOutput>(() => new BatchWriteItemCommand({ RequestItems: { [target.table]: pending } }));
+          outstanding = ofTable(answer.UnprocessedItems, target.table) ?? [];
+          return outstanding;
+        });
+      } catch (error) {
+        // Never a failure read as success: with nothing outstanding on record, the whole chunk failed.
+        for (const request of outstanding.length > 0 ? outstanding : requests) {
+          const key = request.PutRequest?.Item?.[target.keyAttribute]?.S;
+          if (key !== undefined) unwritten.set(key, error as Error);
+        }
+      }
+    }),
   );
+  return unwritten;
 }
 
 /** One consistent `BatchGetItem` of `keys` (≤ 100): the items found, and the keys left unprocessed. */

@@ -15,7 +15,7 @@ import {
   type WriteRequest,
 } from "@aws-sdk/client-dynamodb";
 import { beforeAll, describe, expect, inject, it } from "vitest";
-import { StoreUnavailableError } from "../../../src/errors.js";
+import { PartialStepError, StoreUnavailableError } from "../../../src/errors.js";
 import { storeKey } from "../../../src/store-kit/keys.js";
 import {
   DYNAMODB_MAX_KEY_BYTES,
@@ -208,6 +208,45 @@ describe("DynamoDBStore on DynamoDB Local", () => {
     const error = await s.rememberMany(["a", "b"]).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StoreUnavailableError);
     expect(String((error as Error).message)).toContain("still unprocessed after 3 attempts");
+  });
+
+  it("a chunk that fails, or an item that stays unprocessed, fails only its own ids: a PartialStepError, and the rest stays written (mock: throttling)", async () => {
+    const ids = Array.from({ length: 40 }, (_, i) => `part-${i}`);
+    const names = (requests: WriteRequest[]) => requests.map((request) => JSON.stringify(request));
+    const holds = (requests: WriteRequest[], id: string) => names(requests).some((name) => name.includes(`:${id}"`));
+    const client = new DynamoDBClient(clientConfig({ maxAttempts: 1 }));
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { RequestItems?: Record<string, WriteRequest[]> };
+        const requests = input.RequestItems?.[table];
+        if (context.commandName !== "BatchWriteItemCommand" || requests === undefined) return next(args);
+        // The second chunk (ids 25-39) is throttled as a whole, after the SDK's own retries.
+        if (holds(requests, "part-30")) {
+          throw Object.assign(new Error("Rate of requests exceeds the allowed throughput"), { name: "ProvisionedThroughputExceededException", $metadata: { httpStatusCode: 400 } });
+        }
+        // In the first chunk, part-3 is never processed: the rest is written for real.
+        const stuck = requests.filter((request) => holds([request], "part-3"));
+        const rest = requests.filter((request) => !stuck.includes(request));
+        if (rest.length === 0) return { response: {}, output: { UnprocessedItems: { [table]: stuck }, $metadata: {} } } as never;
+        const result = await next({ ...args, input: { RequestItems: { [table]: rest } } });
+        (result.output as { UnprocessedItems?: Record<string, WriteRequest[]> }).UnprocessedItems = stuck.length > 0 ? { [table]: stuck } : {};
+        return result;
+      },
+      { step: "initialize", name: "partlyThrottled" },
+    );
+    const s = store({ client, maxUnprocessedRetries: 1 });
+    const error = await s.rememberMany(ids).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PartialStepError);
+    const errors = (error as PartialStepError).errors;
+    const unwritten = ids.filter((_, i) => errors[i] !== undefined);
+    expect(unwritten).toEqual(["part-3", ...ids.slice(25)]);
+    expect((errors[3] as Error).message).toContain("still unprocessed after 2 attempts");
+    expect((errors[30] as Error).message).toContain("ProvisionedThroughputExceededException");
+    expect(await s.seenMany(ids)).toEqual(ids.map((id) => !unwritten.includes(id)));
+    // Only unwritten ids: the step's own error, as one.
+    const whole = await s.rememberMany(ids.slice(25)).catch((e: unknown) => e);
+    expect(whole).toBeInstanceOf(StoreUnavailableError);
+    expect(whole).not.toBeInstanceOf(PartialStepError);
   });
 
   it("gives exactly one claim of 50 concurrent ones from 5 separate clients, 20 rounds", async () => {
