@@ -42,7 +42,7 @@
  * such a claim would block its id for a lease), a commit or a release is as if it had answered.
  */
 import type { Claim, ClaimHints, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
-import { InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
+import { InvalidOptionError, PartialStepError, StoreUnavailableError } from "../../src/errors.js";
 import { describeFailure } from "../../src/store-kit/failures.js";
 import { storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
@@ -442,22 +442,26 @@ export class RedisStore implements ClaimingStore {
       }
       return;
     }
-    allOf(
-      await this.#stepOf(
-        operation,
-        this.#layout.scripts.remember,
-        keys,
-        (at) => [retention, ...fingerprintArgs(pick(keyFingerprints, at))],
-        // The script answers how many ids it committed: a reply that is not that count did not come from Redis.
-        (reply, at) => {
-          readCount(reply, at.length, at.length);
-          return at.map(() => undefined);
-        },
-        this.#deadline(),
-        [],
-        { wait: this.#wait },
-      ),
+    const result = await this.#stepOf(
+      operation,
+      this.#layout.scripts.remember,
+      keys,
+      (at) => [retention, ...fingerprintArgs(pick(keyFingerprints, at))],
+      // The script answers how many ids it committed: a reply that is not that count did not come from Redis.
+      (reply, at) => {
+        readCount(reply, at.length, at.length);
+        return at.map(() => true);
+      },
+      this.#deadline(),
+      [],
+      { wait: this.#wait },
     );
+    if (result.error === undefined) return;
+    // Per id: committed only where every call carrying one of its keys answered. A failed replica
+    // wait leaves every key answered and still fails the whole step.
+    const failed = new Set(owners.filter((_, k) => result.values[k] !== true));
+    if (failed.size === 0 || failed.size === ids.length) throw result.error;
+    throw new PartialStepError(this.storeName, operation, ids.map((_, i) => (failed.has(i) ? result.error : undefined)));
   }
 
   async #seen(operation: string, ids: readonly string[]): Promise<boolean[]> {

@@ -12,7 +12,7 @@ import { Redis as UpstashRedis } from "@upstash/redis";
 import { Redis as IORedis } from "ioredis";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { BatchEngine } from "../../../src/engine/index.js";
-import { StoreUnavailableError } from "../../../src/errors.js";
+import { PartialStepError, StoreUnavailableError } from "../../../src/errors.js";
 import { type RedisScriptClient, RedisStore, UpstashRedisStore, ioredisScriptClient } from "../../../entry/upstash.js";
 import { type RedisServer, startRedisServer } from "../../setup/redis.js";
 import { type UpstashBridge, startUpstashBridge } from "../../support/upstash-bridge.js";
@@ -439,6 +439,43 @@ describe("a commit or forget whose reply is not Redis's (mock: a client that ans
       bogus = false;
       expect((await store.inspect("c"))?.status, layout).toBe("in-flight");
     }
+  });
+});
+
+describe("a commit step that failed for some of its scripts only (mock: one bucket's call refused)", () => {
+  it("rejects with a PartialStepError naming exactly that bucket's ids; the other buckets' commits stand", async () => {
+    const real = ioredisScriptClient(admin);
+    const refused: string[][] = [];
+    let refuse: string | undefined;
+    // One bucket's script call fails: the one carrying `refuse`'s key (a fault on demand, for one call of a step).
+    const pick = (keys: string[]): Promise<unknown> | undefined => {
+      if (refuse === undefined || !keys.some((key) => key.endsWith(`:${refuse}`))) return undefined;
+      refused.push(keys);
+      return Promise.reject(Object.assign(new Error("LOADING Redis is loading the dataset in memory"), { name: "ReplyError" }));
+    };
+    const client: RedisScriptClient = {
+      eval: (script, keys, args) => pick(keys) ?? real.eval(script, keys, args),
+      evalsha: (sha, keys, args) => pick(keys) ?? real.evalsha(sha, keys, args),
+    };
+    const store = new RedisStore({ client, namespace: namespace(), buckets: 8 });
+    const ids = Array.from({ length: 40 }, (_, i) => `b-${i}`);
+    refuse = "b-7";
+    const error = await store.rememberMany(ids).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PartialStepError);
+    expect(refused).toHaveLength(1);
+    const inRefusedCall = ids.filter((id) => (refused[0] as string[]).some((key) => key.endsWith(`:${id}`)));
+    expect(inRefusedCall).toContain("b-7");
+    expect(inRefusedCall.length).toBeLessThan(ids.length);
+    const errors = (error as PartialStepError).errors;
+    expect(ids.filter((_, i) => errors[i] !== undefined)).toEqual(inRefusedCall);
+    expect((errors[7] as StoreUnavailableError).operation).toBe("rememberMany");
+    refuse = undefined;
+    expect(await store.seenMany(ids)).toEqual(ids.map((id) => !inRefusedCall.includes(id)));
+    // Every id of the step in the refused call: that call's error, as one.
+    refuse = "b-7";
+    const whole = await store.rememberMany(inRefusedCall).catch((e: unknown) => e);
+    expect(whole).toBeInstanceOf(StoreUnavailableError);
+    expect(whole).not.toBeInstanceOf(PartialStepError);
   });
 });
 
