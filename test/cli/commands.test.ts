@@ -60,6 +60,21 @@ afterAll(async () => {
   ioredis.disconnect();
 });
 
+/** A store over `memory` that records the ids it is asked to forget, with `inspect` as given. */
+function recordingForgets(memory: InMemoryStore, inspect: (id: string) => ReturnType<InMemoryStore["inspect"]>) {
+  const forgotten: string[] = [];
+  const store = {
+    seen: (id: string) => memory.seen(id),
+    remember: (id: string) => memory.remember(id),
+    forget: async (id: string) => {
+      forgotten.push(id);
+      await memory.forget(id);
+    },
+    inspect,
+  };
+  return { store, forgotten };
+}
+
 /** Seeds `done`, `in-flight` and leaves `absent` absent, through the store itself. */
 async function seed(store: ClaimingStore): Promise<void> {
   const claim = await store.claim("order-done", 60_000);
@@ -251,18 +266,9 @@ describe("store failures and usage", () => {
     // A store whose look-up fails while its delete works (mock: a throttled read, which Redis cannot produce on demand).
     const memory = new InMemoryStore();
     await memory.claim("busy", 60_000);
-    const forgotten: string[] = [];
-    const store = {
-      seen: (id: string) => memory.seen(id),
-      remember: (id: string) => memory.remember(id),
-      forget: async (id: string) => {
-        forgotten.push(id);
-        await memory.forget(id);
-      },
-      inspect: async () => {
-        throw new StoreUnavailableError("TestStore", "inspect", "throttled");
-      },
-    };
+    const { store, forgotten } = recordingForgets(memory, async () => {
+      throw new StoreUnavailableError("TestStore", "inspect", "throttled");
+    });
     const run = async (argv: string[]) => {
       const out: string[] = [];
       const code = await main(argv, { out: (line) => out.push(line), err: (line) => out.push(line), readStdin: async () => "" }, { REDIS_URL: redisUrl }, async () => ({ store, label: "test", close: async () => undefined }));
@@ -280,16 +286,7 @@ describe("store failures and usage", () => {
     const memory = new InMemoryStore();
     await memory.claim("order-x", 60_000);
     await memory.remember("order-x");
-    const forgotten: string[] = [];
-    const store = {
-      seen: (id: string) => memory.seen(id),
-      remember: (id: string) => memory.remember(id),
-      forget: async (id: string) => {
-        forgotten.push(id);
-        await memory.forget(id);
-      },
-      inspect: (id: string) => memory.inspect(id),
-    };
+    const { store, forgotten } = recordingForgets(memory, (id) => memory.inspect(id));
     const out: string[] = [];
     const code = await main(
       ["forget", "-", "--yes", "--json"],
