@@ -43,11 +43,12 @@ export class StoreUnavailableError extends BabelQueueServerlessError {
 }
 
 /**
- * A batch step that failed for some of its ids only — a `DurableObjectStore` shard that failed while
- * the other shards wrote theirs. `errors[i]` is the error of the step's i-th id, undefined where that
- * id's write landed. Thrown by `rememberMany` / `releaseMany` (see the store contract); the engine
- * settles each id on its own, so only the failed ids are retried and reported `commit-failed`.
- * Read as one error, it is the first failure's (`overloaded` included).
+ * A batch step that failed for some of its ids only — a Durable Object shard, a DynamoDB
+ * `BatchWriteItem` chunk or a Redis bucket that failed while the rest were written. `errors[i]` is
+ * the error of the step's i-th id, undefined where that id's write landed. Thrown by `rememberMany`
+ * / `releaseMany` (see the store contract); the engine settles each id on its own, so only the
+ * failed ids are retried and reported `commit-failed`. Read as one error, it is the first failure's
+ * (`overloaded` included).
  */
 export class PartialStepError extends StoreUnavailableError {
   readonly errors: readonly (Error | undefined)[];

@@ -3,8 +3,9 @@
  * in chunks of 100, chunks sent in parallel through the store's sender (at most
  * `maxConcurrentRequests` in flight, send.ts). What DynamoDB leaves unprocessed (throttling, size
  * limits) is resent with exponential backoff and full jitter, a bounded number of times, then the
- * call fails with `StoreUnavailableError` — for writes, only the items left unwritten do (`writeAll`). `readOnce` is the exception: it sends each chunk once
- * and reports only what came back (the claim precheck claims whatever it could not read).
+ * call fails with `StoreUnavailableError` — for writes, only the items left unwritten (`writeAll`).
+ * `readOnce` is the exception: it sends each chunk once and reports only what came back (the claim
+ * precheck claims whatever it could not read).
  *
  * What this is *not*: atomic. A batch write is many independent puts (no conditions, no rollback).
  */
