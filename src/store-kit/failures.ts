@@ -10,7 +10,7 @@
  * body, a key's value, a fencing token or a credential, which is why a store whose backend messages
  * may quote a key or an item (DynamoDB, Durable Objects, KV) turns `message` off.
  */
-import { BabelQueueServerlessError, StoreUnavailableError } from "../errors.js";
+import { BabelQueueServerlessError, PartialStepError, StoreUnavailableError } from "../errors.js";
 
 /** Longest message text kept from a backend error (characters). */
 export const MAX_FAILURE_DETAIL = 200;
@@ -105,4 +105,17 @@ export function storeFailure(store: string, operation: string, error: unknown, o
   const detail = `${options.prefix === undefined ? "" : `${options.prefix}: `}${described}${options.suffix === undefined ? "" : ` ${options.suffix}`}`;
   const cause = options.cause === "original" ? error : scrubbedError(error, options);
   return new StoreUnavailableError(store, operation, detail, { cause, overloaded: isOverloaded(error) });
+}
+
+/**
+ * Ends a batch write step (`rememberMany`, `releaseMany`) from each id's error, undefined where the
+ * id's write landed: returns when no id failed, throws the first error when every id did, else a
+ * `PartialStepError` naming them — so the engine retries and reports only those (see the contract).
+ */
+export function throwStepFailures(store: string, operation: string, errors: readonly (Error | undefined)[]): void {
+  let failed = 0;
+  for (const error of errors) if (error !== undefined) failed += 1;
+  if (failed === 0) return;
+  if (failed === errors.length) throw errors[0];
+  throw new PartialStepError(store, operation, errors);
 }

@@ -35,6 +35,7 @@ export {
   httpStatus,
   scrubbedError,
   storeFailure,
+  throwStepFailures,
 } from "./failures.js";
 export { type OptionKeys, checkOptions, optionKeys, unionKeys } from "./options.js";
 export { fenceToken, heldClaims, isToken } from "./tokens.js";

@@ -39,8 +39,8 @@
  * satisfies it.
  */
 import type { BatchClaim, Claim, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
-import { type BabelQueueServerlessError, InvalidOptionError, PartialStepError, StoreUnavailableError } from "../../src/errors.js";
-import { storeFailure } from "../../src/store-kit/failures.js";
+import { type BabelQueueServerlessError, InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
+import { storeFailure, throwStepFailures } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints, withFingerprint } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
@@ -304,11 +304,7 @@ export class DurableObjectStore implements ClaimingStore {
       ),
     );
     // Per id: committed only where every object it lives in wrote it (a moved key: both).
-    const errors = parts.map((mine) => firstFailure(mine.map((at) => settled[at] as Settled<unknown>)));
-    const failed = errors.filter((error) => error !== undefined).length;
-    if (failed === 0) return;
-    if (failed === ids.length) throw errors[0];
-    throw new PartialStepError(STORE_NAME, "remember", errors);
+    throwStepFailures(STORE_NAME, "remember", parts.map((mine) => firstFailure(mine.map((at) => settled[at] as Settled<unknown>))));
   }
 
   async forget(id: string): Promise<void> {

@@ -47,8 +47,8 @@ import {
   PutItemCommand,
 } from "@aws-sdk/client-dynamodb";
 import type { BatchClaim, Claim, ClaimHints, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
-import { InvalidOptionError, PartialStepError } from "../../src/errors.js";
-import { storeFailure } from "../../src/store-kit/failures.js";
+import { InvalidOptionError } from "../../src/errors.js";
+import { storeFailure, throwStepFailures } from "../../src/store-kit/failures.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
 import { checkNamespace, storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
@@ -449,11 +449,8 @@ export class DynamoDBStore implements ClaimingStore {
     }
     const base = this.#clock.deadlineBase();
     const unwritten = await writeAll(this.#batch, "rememberMany", [...byKey].map(([key, fingerprint]) => this.#doneItem(key, base, fingerprint)));
-    if (unwritten.size === 0) return;
     // Per id (ids of one key share its put): the engine retries and reports only the unwritten ones.
-    const errors = keys.map((key) => unwritten.get(key));
-    if (unwritten.size === byKey.size) throw errors[0];
-    throw new PartialStepError(STORE_NAME, "rememberMany", errors);
+    throwStepFailures(STORE_NAME, "rememberMany", keys.map((key) => unwritten.get(key)));
   }
 
   async #releaseKey(key: string, token: string): Promise<boolean> {

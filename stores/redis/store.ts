@@ -42,8 +42,8 @@
  * such a claim would block its id for a lease), a commit or a release is as if it had answered.
  */
 import type { Claim, ClaimHints, ClaimRef, ClaimingStore, IdRecord, StoreWindows } from "../../src/contract.js";
-import { InvalidOptionError, PartialStepError, StoreUnavailableError } from "../../src/errors.js";
-import { describeFailure } from "../../src/store-kit/failures.js";
+import { InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
+import { describeFailure, throwStepFailures } from "../../src/store-kit/failures.js";
 import { storeKey } from "../../src/store-kit/keys.js";
 import { checkOptions, optionKeys } from "../../src/store-kit/options.js";
 import { checkFingerprint, checkFingerprints } from "../../src/store-kit/fingerprints.js";
@@ -460,8 +460,8 @@ export class RedisStore implements ClaimingStore {
     // Per id: committed only where every call carrying one of its keys answered. A failed replica
     // wait leaves every key answered and still fails the whole step.
     const failed = new Set(owners.filter((_, k) => result.values[k] !== true));
-    if (failed.size === 0 || failed.size === ids.length) throw result.error;
-    throw new PartialStepError(this.storeName, operation, ids.map((_, i) => (failed.has(i) ? result.error : undefined)));
+    if (failed.size === 0) throw result.error;
+    throwStepFailures(this.storeName, operation, ids.map((_, i) => (failed.has(i) ? result.error : undefined)));
   }
 
   async #seen(operation: string, ids: readonly string[]): Promise<boolean[]> {

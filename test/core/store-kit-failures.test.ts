@@ -5,8 +5,8 @@
  * store throws (prefix, suffix, typed errors passed through).
  */
 import { describe, expect, it } from "vitest";
-import { InvalidOptionError, StoreUnavailableError } from "../../src/errors.js";
-import { MAX_FAILURE_DETAIL, describeFailure, errorCode, httpStatus, scrubbedError, storeFailure } from "../../src/store-kit/failures.js";
+import { InvalidOptionError, PartialStepError, StoreUnavailableError } from "../../src/errors.js";
+import { MAX_FAILURE_DETAIL, describeFailure, errorCode, httpStatus, scrubbedError, storeFailure, throwStepFailures } from "../../src/store-kit/failures.js";
 
 /** An error as a driver throws it: a message plus whatever fields the driver adds. */
 function driverError(message: string, fields: Record<string, unknown> = {}, options?: { cause?: unknown }): Error {
@@ -222,3 +222,25 @@ describe("storeFailure", () => {
     expect(storeFailure("Outer", "claim", unavailable)).toBe(unavailable);
   });
 });
+
+describe("throwStepFailures", () => {
+  it("returns when no id failed, throws the error itself when every id did, else a PartialStepError naming each id's", () => {
+    const a = new StoreUnavailableError("S", "remember", "a");
+    const b = new StoreUnavailableError("S", "remember", "b");
+    expect(() => throwStepFailures("S", "remember", [])).not.toThrow();
+    expect(() => throwStepFailures("S", "remember", [undefined, undefined])).not.toThrow();
+    expect(catching(() => throwStepFailures("S", "remember", [a, b]))).toBe(a);
+    const partial = catching(() => throwStepFailures("S", "remember", [undefined, b, undefined]));
+    expect(partial).toBeInstanceOf(PartialStepError);
+    expect([(partial as PartialStepError).errors, (partial as PartialStepError).store, (partial as PartialStepError).operation]).toEqual([[undefined, b, undefined], "S", "remember"]);
+  });
+});
+
+function catching(run: () => void): unknown {
+  try {
+    run();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}

@@ -101,7 +101,7 @@ export const SURFACE: Readonly<Record<string, Surface>> = {
       "describeFailure", "errorCode", "fenceToken", "heldClaims", "isToken",
       "type FailureOptions", "type FailureWording", "type FencedClaim", "httpStatus", "type IdRecord", "keyPart", "MAX_FAILURE_DETAIL",
       "MAX_FINGERPRINT_LENGTH", "optionKeys", "type OptionKeys", "PartialStepError", "type Recall", "resolveWindows", "scrubbedError", "sha256Base64url",
-      "storeFailure", "storeKey", "type StoreKeyOptions", "unionKeys", "utf8Length", "withFingerprint",
+      "storeFailure", "storeKey", "type StoreKeyOptions", "throwStepFailures", "unionKeys", "utf8Length", "withFingerprint",
     ],
     deprecated: [],
   },
